@@ -1,0 +1,54 @@
+"""Exceptions raised by hf_constrained.
+
+Every error names the problem and says what to do about it. All of them derive
+from :class:`ConstraintError` (a ``ValueError``), so one ``except`` catches them.
+"""
+
+
+class ConstraintError(ValueError):
+    """Base class of every error hf_constrained raises for bad input."""
+
+
+class RegexSyntaxError(ConstraintError):
+    """The pattern is not a valid regular expression.
+
+    ``pos`` is the 0-based character offset of the problem in ``pattern``.
+    """
+
+    def __init__(self, msg: str, pattern: str, pos: int):
+        self.pattern = pattern
+        self.pos = pos
+        pointer = f"\n  {pattern}\n  {' ' * pos}^" if len(pattern) <= 200 else ""
+        super().__init__(f"invalid regex at position {pos}: {msg}{pointer}")
+
+
+class UnsupportedRegexError(ConstraintError):
+    """The pattern uses a construct a finite automaton cannot honour exactly
+    (backreferences, lookaround, anchors in the middle, inline flags...)."""
+
+    def __init__(self, construct: str, pattern: str, pos: int, hint: str = ""):
+        self.construct = construct
+        self.pattern = pattern
+        self.pos = pos
+        hint = hint or "rewrite the pattern without it"
+        super().__init__(
+            f"unsupported regex construct {construct} at position {pos}: {hint}"
+        )
+
+
+class EmptyLanguageError(ConstraintError):
+    """The pattern matches no string at all, or none this vocabulary can spell."""
+
+
+class StateLimitError(ConstraintError):
+    """The automaton would grow past its configured size limit."""
+
+
+class UnsupportedTokenizerError(ConstraintError):
+    """The tokenizer's decoding cannot be mapped to bytes exactly."""
+
+
+class GenerationConflictError(ConstraintError):
+    """A ``generate()`` setting or call contradicts the constraint
+    (e.g. ``min_new_tokens`` longer than any match, or a list of patterns
+    whose length differs from the number of prompts)."""

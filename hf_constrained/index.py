@@ -1,0 +1,182 @@
+"""Token index: which tokens each automaton state allows, computed on demand.
+
+For a state ``q`` the allowed tokens are those whose bytes lead from ``q`` to
+a live (non-dead) state; EOS is allowed iff ``q`` is accepting. The walk is
+done once per state, level by level over the vocabulary's byte trie with numpy
+(work proportional to the live trie nodes, no Python loop over tokens), and
+the result is cached as a packed bitmask.
+
+>>> dfa = LazyDFA.from_patterns([r"[0-9]+"])                  # doctest: +SKIP
+>>> index = TokenIndex(dfa, vocab, eos_token_ids=[2])        # doctest: +SKIP
+>>> index.allowed(dfa.starts[0])                             # doctest: +SKIP
+array([..token ids spelling only digits..])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .automaton import DEAD, LazyDFA
+from .errors import EmptyLanguageError, StateLimitError
+from .vocabulary import Vocabulary
+
+FINISHED = -1  # a row that emitted EOS: only EOS/pad may follow
+
+
+class TokenIndex:
+    """Lazily computed per-state token masks and token-level transitions."""
+
+    def __init__(self, dfa: LazyDFA, vocab: Vocabulary, eos_token_ids, *, pad_token_id=None):
+        self.dfa = dfa
+        self.vocab = vocab
+        self.eos_ids = np.array(sorted(set(int(e) for e in eos_token_ids)), dtype=np.int64)
+        if len(self.eos_ids) == 0:
+            raise ValueError("at least one EOS token id is needed")
+        self.pad_token_id = pad_token_id
+        self.node_cls = dfa.byte_class[vocab.node_byte]
+        self._allowed: dict[int, np.ndarray] = {}
+        self._live: np.ndarray | None = None  # token-level liveness (partial vocabularies)
+        self._is_eos = np.zeros(max(vocab.size, int(self.eos_ids.max()) + 1), dtype=bool)
+        self._is_eos[self.eos_ids] = True
+        if not vocab.full_byte_coverage:
+            self._compute_token_liveness()
+
+    # -- walking -----------------------------------------------------------
+    def _lookup(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
+        dfa = self.dfa
+        todo = states[~dfa.expanded[states]]
+        if len(todo):
+            dfa.expand_many(todo)
+        return dfa.table[states, classes]
+
+    def _walk_trie(self, q: int):
+        """All (token id, next state) pairs with a live next state from ``q``."""
+        v = self.vocab
+        nodes = np.zeros(1, dtype=np.int64)
+        states = np.array([q], dtype=np.int64)
+        out_ids, out_states = [], []
+        while True:
+            cs, ce = v.child_start[nodes], v.child_end[nodes]
+            counts = ce - cs
+            total = int(counts.sum())
+            if total == 0:
+                break
+            # children of every frontier node, concatenated
+            starts = np.repeat(cs - np.cumsum(counts) + counts, counts)
+            child = starts + np.arange(total)
+            parent_states = np.repeat(states, counts)
+            nxt = self._lookup(parent_states, self.node_cls[child]).astype(np.int64)
+            keep = nxt != DEAD
+            nodes, states = child[keep], nxt[keep]
+            if len(nodes) == 0:
+                break
+            ts, te = v.term_start[nodes], v.term_end[nodes]
+            tcount = te - ts
+            if tcount.any():
+                has = tcount > 0
+                ts, tcount = ts[has], tcount[has]
+                tot = int(tcount.sum())
+                pos = np.repeat(ts - np.cumsum(tcount) + tcount, tcount) + np.arange(tot)
+                out_ids.append(v.term_ids[pos])
+                out_states.append(np.repeat(states[has], tcount))
+        if not out_ids:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(out_ids), np.concatenate(out_states)
+
+    def _compute_token_liveness(self):
+        """For vocabularies that cannot spell every byte: keep only tokens that
+        lead to states from which a full match is still spellable."""
+        succ: dict[int, np.ndarray] = {}
+        frontier = [s for s in dict.fromkeys(self.dfa.starts) if s != DEAD]
+        seen = set(frontier)
+        while frontier:
+            q = frontier.pop()
+            _, nxt = self._walk_trie(q)
+            u = np.unique(nxt)
+            succ[q] = u
+            for t in u.tolist():
+                if t not in seen:
+                    seen.add(t)
+                    frontier.append(t)
+        live = {q for q in succ if self.dfa.accepting[q]}
+        changed = True
+        while changed:
+            changed = False
+            for q, u in succ.items():
+                if q not in live and any(int(t) in live for t in u):
+                    live.add(q)
+                    changed = True
+        arr = np.zeros(self.dfa.num_states, dtype=bool)
+        arr[list(live)] = True
+        self._live = arr
+        for p, s in enumerate(self.dfa.starts):
+            if s == DEAD or not arr[s]:
+                raise EmptyLanguageError(
+                    f"pattern #{p} cannot be spelled with this tokenizer's vocabulary "
+                    "(some bytes it needs have no token)")
+
+    # -- public --------------------------------------------------------------
+    def allowed(self, q: int) -> np.ndarray:
+        """Sorted token ids allowed after reaching state ``q`` (EOS included iff accepting)."""
+        got = self._allowed.get(q)
+        if got is not None:
+            return got
+        if q == DEAD or q == FINISHED:
+            ids = self.eos_ids
+            if self.pad_token_id is not None and q == FINISHED:
+                ids = np.union1d(ids, [self.pad_token_id])
+        else:
+            ids, nxt = self._walk_trie(q)
+            if self._live is not None:
+                ids = ids[self._live[nxt]] if nxt.max(initial=0) < len(self._live) else ids[
+                    np.array([t < len(self._live) and self._live[t] for t in nxt], dtype=bool)]
+            if self.dfa.accepting[q]:
+                ids = np.concatenate([ids, self.eos_ids])
+            ids = np.unique(ids)
+            if len(ids) == 0:  # cannot happen for live states; guard against silent NaNs
+                raise StateLimitError(f"internal error: state {q} allows no token")
+        self._allowed[q] = ids
+        return ids
+
+    def mask_bytes(self, q: int, width: int) -> np.ndarray:
+        """Packed little-endian bitmask (``ceil(width/8)`` bytes) of :meth:`allowed`."""
+        ids = self.allowed(q)
+        ids = ids[ids < width]
+        bits = np.zeros(((width + 7) // 8) * 8, dtype=bool)
+        bits[ids] = True
+        return np.packbits(bits, bitorder="little")
+
+    def next_states(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Vectorised token-level transition for many rows at once."""
+        states = np.asarray(states, dtype=np.int64)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        v = self.vocab
+        out = np.full(len(states), DEAD, dtype=np.int64)
+        in_vocab = (tokens >= 0) & (tokens < v.size)
+        is_eos = np.zeros(len(tokens), dtype=bool)
+        ok_e = (tokens >= 0) & (tokens < len(self._is_eos))
+        is_eos[ok_e] = self._is_eos[tokens[ok_e]]
+        finished = states == FINISHED
+        # EOS (and pad after EOS) finish the row; EOS from a non-accepting state is dead.
+        acc = np.zeros(len(states), dtype=bool)
+        live_rows = states > 0
+        acc[live_rows] = self.dfa.accepting[states[live_rows]]
+        out[is_eos & acc] = FINISHED
+        out[finished] = FINISHED
+        walk = live_rows & ~is_eos & in_vocab
+        if walk.any():
+            rows = np.nonzero(walk)[0]
+            tok = tokens[rows]
+            lens = v.tok_len[tok]
+            cur = states[rows]
+            lmax = int(lens.max())
+            offs = v.tok_off[tok]
+            for j in range(lmax):
+                act = (j < lens) & (cur != DEAD)
+                if not act.any():
+                    break
+                cls = self.dfa.byte_class[v.flat[offs[act] + j]]
+                cur[act] = self._lookup(cur[act], cls)
+            cur[lens == 0] = DEAD
+            out[rows] = cur
+        return out

@@ -1,0 +1,409 @@
+"""``RegexProcessor``: the stateful shell that plugs the token index into ``generate()``.
+
+It follows every row ``generate()`` creates (samples, beams, assisted-decoding
+drafts), derives each row's automaton state from the row's actual tokens, and
+masks every token that cannot lead to a match.
+
+Row tracking, per call: a row of ``input_ids`` is the previous call's row
+``parent`` plus one token. ``parent`` is found on the device by hashing the
+prefixes and is then *verified* by comparing the prefix exactly, so beam-search
+reordering and assisted-decoding rollbacks are followed exactly. One small
+tensor (parents, verified flags, last tokens) crosses to the host per step: the
+only synchronisation. Rows that fail verification are recomputed from scratch
+from their tokens.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+
+import numpy as np
+import torch
+from transformers import LogitsProcessor
+
+from .automaton import DEAD, DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_STATES, LazyDFA
+from .errors import GenerationConflictError
+from .index import FINISHED, TokenIndex
+from .output import Generation, Sequence, squeeze_grid, to_grid
+from .vocabulary import Vocabulary
+
+_UNKNOWN = -2
+_HASH_SEED = 0x5EED
+
+
+def _find_generation_config():
+    """The ``generation_config`` of the outermost running ``transformers`` generate()
+    call on this thread, or None when called outside generate()."""
+    f = sys._getframe(2)
+    found = None
+    while f is not None:
+        if f.f_code.co_name == "generate" and str(f.f_globals.get("__name__", "")).startswith("transformers"):
+            found = f
+        f = f.f_back
+    if found is None:
+        return None
+    return found.f_locals.get("generation_config")
+
+
+class _MaskTable:
+    """Allowed-token masks of visited states, kept on the logits' device.
+
+    On CUDA the rows are packed bits (16 KB per state for 129k tokens) and
+    unpacked in the masking kernel; on CPU they are plain bools (no unpacking).
+    """
+
+    def __init__(self, index: TokenIndex, width: int, device: torch.device):
+        self.index, self.width, self.device = index, width, device
+        self.packed = device.type != "cpu"
+        self.row_of: dict[int, int] = {}
+        ncols = (width + 7) // 8 if self.packed else width
+        self.table = torch.zeros((0, ncols), dtype=torch.uint8 if self.packed else torch.bool, device=device)
+        if self.packed:
+            self.shifts = torch.arange(8, dtype=torch.uint8, device=device)
+
+    def rows_for(self, states: np.ndarray) -> torch.Tensor:
+        keys = np.where(states <= 0, np.where(states == FINISHED, FINISHED, DEAD), states)
+        new = [int(s) for s in np.unique(keys) if int(s) not in self.row_of]
+        if new:
+            if self.packed:
+                host = np.stack([self.index.mask_bytes(s, self.width) for s in new])
+            else:
+                host = np.zeros((len(new), self.width), dtype=bool)
+                for i, s in enumerate(new):
+                    ids = self.index.allowed(s)
+                    host[i, ids[ids < self.width]] = True
+            base = len(self.table)
+            self.table = torch.cat([self.table, torch.from_numpy(host).to(self.device)])
+            for i, s in enumerate(new):
+                self.row_of[s] = base + i
+        lookup = np.fromiter((self.row_of[int(s)] for s in keys), dtype=np.int64, count=len(keys))
+        return torch.from_numpy(lookup).to(self.device, non_blocking=True)
+
+    def allowed(self, rows: torch.Tensor) -> torch.Tensor:
+        sel = self.table[rows]
+        if not self.packed:
+            return sel
+        bits = (sel.unsqueeze(-1) >> self.shifts) & 1
+        return bits.view(sel.shape[0], -1)[:, : self.width].bool()
+
+
+class _Run:
+    """Tracking state of one generate() call."""
+
+    def __init__(self, proc: "RegexProcessor", input_ids: torch.Tensor, config):
+        self.config_ref = weakref.ref(config) if config is not None else None
+        rows, length = input_ids.shape
+        self.rows = rows
+        self.prompt_len = length
+        self.num_prompts = proc._infer_num_prompts(input_ids, config)
+        if len(proc._starts) == 1:
+            pattern_of_row = np.zeros(rows, dtype=np.int64)
+        else:
+            pattern_of_row = np.arange(rows) // (rows // self.num_prompts)
+        self.start_states = proc._starts[pattern_of_row].astype(np.int64)
+        # hist[g] = (parent row in hist[g-1] or -1, state) for generated length g
+        self.hist = [(None, self.start_states.copy())]
+        self.last_ids = input_ids.clone()
+        self.flags = torch.zeros(rows, dtype=torch.long, device=input_ids.device)
+
+    def is_same(self, config, input_ids: torch.Tensor) -> bool:
+        if self.config_ref is not None or config is not None:
+            return self.config_ref is not None and self.config_ref() is config
+        rows, length = input_ids.shape
+        return rows == self.rows and self.prompt_len < length <= self.last_ids.shape[1] + 1
+
+    def record(self, g: int, parents: np.ndarray, states: np.ndarray, input_ids: torch.Tensor):
+        """Remember the rows of a call at generated length ``g`` (forgetting longer ones)."""
+        del self.hist[g:]
+        while len(self.hist) < g:  # lengths never seen: unknown ancestry
+            self.hist.append((np.full(self.rows, -1), np.full(self.rows, _UNKNOWN)))
+        self.hist.append((parents, states))
+        self.last_ids = input_ids.clone()
+
+    def ancestors(self, parent: np.ndarray, k: int) -> np.ndarray:
+        """States at generated length ``k`` of the previous call's rows ``parent``."""
+        g_last = len(self.hist) - 1
+        idx = parent.copy()
+        for j in range(g_last, k, -1):
+            par = self.hist[j][0]
+            if par is None:
+                return np.full(len(idx), _UNKNOWN)
+            bad = idx < 0
+            idx = np.where(bad, -1, par[np.where(bad, 0, idx)])
+        states = self.hist[k][1]
+        out = np.where(idx < 0, _UNKNOWN, states[np.where(idx < 0, 0, idx)])
+        return out
+
+
+class RegexProcessor(LogitsProcessor):
+    r"""Constrain ``generate()`` so that every sample and beam matches a regex.
+
+    Args:
+        pattern_or_patterns: one regex (Python ``re`` syntax) for every prompt,
+            or a list with one regex per prompt, in prompt order.
+        tokenizer: the model's tokenizer (byte-level BPE or SentencePiece).
+        eos_token_id: an id or a list of ids that end a match; defaults to the
+            tokenizer's EOS. Pass ``model.generation_config.eos_token_id`` for
+            models with several EOS ids.
+        max_states: limit on automaton states (memory guard).
+        max_nfa_states: limit on the pattern's expanded size (``a{1000}`` counts 1000).
+
+    The guarantee: every row that emitted EOS decodes (``skip_special_tokens=True``)
+    to a string that ``re.fullmatch``\ es its pattern; a row cut off by
+    ``max_new_tokens`` is a prefix of a match.
+
+    Example (offline, tiny random model)::
+
+        >>> from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+        >>> tok = PreTrainedTokenizerFast(tokenizer_file=DEEPSEEK_TOKENIZER_JSON,  # doctest: +SKIP
+        ...                               eos_token="<｜end▁of▁sentence｜>")
+        >>> model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_layer=1, n_embd=32, n_head=2))  # doctest: +SKIP
+        >>> proc = RegexProcessor(r"\d{4}-\d{2}-\d{2}", tok)                      # doctest: +SKIP
+        >>> out = model.generate(**tok(["Date:"], return_tensors="pt"), logits_processor=[proc],
+        ...                      do_sample=True, num_return_sequences=3, max_new_tokens=12)  # doctest: +SKIP
+        >>> proc.decode(out)                                                      # doctest: +SKIP
+        ['2041-93-17', '0007-11-60', '1985-02-33']
+    """
+
+    def __init__(self, pattern_or_patterns, tokenizer, *, eos_token_id=None,
+                 max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES):
+        if isinstance(pattern_or_patterns, str):
+            patterns, self.per_prompt = [pattern_or_patterns], False
+        elif isinstance(pattern_or_patterns, (list, tuple)) and pattern_or_patterns and all(
+                isinstance(p, str) for p in pattern_or_patterns):
+            patterns, self.per_prompt = list(pattern_or_patterns), True
+        else:
+            raise TypeError("pattern_or_patterns must be a regex string or a non-empty list of them")
+        self.patterns = patterns
+        self.tokenizer = tokenizer
+        self.vocab = Vocabulary.from_tokenizer(tokenizer)
+        if eos_token_id is None:
+            eos_ids = list(self.vocab.default_eos_ids)
+        elif isinstance(eos_token_id, int):
+            eos_ids = [eos_token_id]
+        else:
+            eos_ids = [int(e) for e in eos_token_id]
+        if not eos_ids:
+            raise GenerationConflictError(
+                "the tokenizer has no EOS token; pass eos_token_id= (e.g. "
+                "model.generation_config.eos_token_id)")
+        self.eos_token_ids = eos_ids
+        self.pad_token_id = getattr(tokenizer, "pad_token_id", None)
+        distinct = list(dict.fromkeys(patterns))
+        self.dfa = LazyDFA.from_patterns(distinct, max_states=max_states, max_nfa_states=max_nfa_states,
+                                         strip_leading_space=self.vocab.strip_leading_space)
+        self.index = TokenIndex(self.dfa, self.vocab, eos_ids, pad_token_id=self.pad_token_id)
+        start_of = {p: s for p, s in zip(distinct, self.dfa.starts)}
+        self._starts = np.array([start_of[p] for p in patterns], dtype=np.int64)
+        self._run: _Run | None = None
+        self._masks: _MaskTable | None = None
+        self._pow: torch.Tensor | None = None
+
+    # ------------------------------------------------------------ call
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        config = _find_generation_config()
+        run = self._run
+        if run is None or not run.is_same(config, input_ids):
+            run = self._run = _Run(self, input_ids, config)
+            states = run.start_states
+        else:
+            states = self._advance(run, input_ids)
+        return self._apply(run, scores, states)
+
+    def _hash(self, ids: torch.Tensor) -> torch.Tensor:
+        n = ids.shape[1]
+        if self._pow is None or self._pow.shape[0] < n or self._pow.device != ids.device:
+            g = torch.Generator().manual_seed(_HASH_SEED)
+            size = max(n, 256) * 2
+            self._pow = torch.randint(-(2 ** 62), 2 ** 62, (size,), generator=g, dtype=torch.long).to(ids.device)
+        return (ids * self._pow[:n]).sum(1)
+
+    def _advance(self, run: _Run, input_ids: torch.Tensor) -> np.ndarray:
+        rows, length = input_ids.shape
+        p = run.prompt_len
+        k = length - 1 - p
+        prev = run.last_ids
+        if k > prev.shape[1] - p:
+            return self._from_scratch(run, input_ids, np.ones(rows, bool), np.zeros(rows, np.int64))
+        new_prefix = input_ids[:, : length - 1]
+        old_prefix = prev[:, : length - 1]
+        hn, hp = self._hash(new_prefix), self._hash(old_prefix)
+        eq = hn[:, None] == hp[None, :]
+        ar = torch.arange(rows, device=input_ids.device)
+        same = torch.zeros(rows, dtype=torch.bool, device=input_ids.device)
+        m = min(rows, prev.shape[0])
+        same[:m] = eq[ar[:m], ar[:m]]
+        parent = torch.where(same, ar, eq.to(torch.int8).argmax(1))
+        verified = eq.any(1) & (new_prefix == old_prefix[parent]).all(1)
+        packet = torch.cat([parent, verified.long(), input_ids[:, -1], run.flags]).cpu().numpy()
+        parent_h, ver_h, last_h = packet[:rows], packet[rows: 2 * rows].astype(bool), packet[2 * rows: 3 * rows]
+        flags = packet[3 * rows:]
+        if flags.any():
+            bad = int(np.nonzero(flags)[0][0])
+            raise GenerationConflictError(
+                f"at generated token {k} row {bad} had every token banned: the constraint allows only "
+                "tokens that another generate() setting bans (min_new_tokens / min_length longer than "
+                "the match, bad_words_ids, no_repeat_ngram_size, suppress_tokens...). Remove or relax "
+                "that setting.")
+        anc = run.ancestors(np.where(ver_h, parent_h, -1), k)
+        states = self.index.next_states(np.where(anc == _UNKNOWN, DEAD, anc), last_h)
+        unknown = anc == _UNKNOWN
+        if unknown.any():
+            states = self._from_scratch(run, input_ids, unknown, states, record=False)
+        run.record(k + 1, np.where(unknown, -1, parent_h), states, input_ids)
+        return states
+
+    def _from_scratch(self, run: _Run, input_ids, which: np.ndarray, states: np.ndarray,
+                      record: bool = True) -> np.ndarray:
+        """Recompute the state of rows ``which`` from their generated tokens (rare path)."""
+        rows, length = input_ids.shape
+        p = run.prompt_len
+        idx = np.nonzero(which)[0]
+        gen = input_ids[torch.from_numpy(idx).to(input_ids.device), p:].cpu().numpy()
+        cur = run.start_states[idx]
+        for j in range(gen.shape[1]):
+            cur = self.index.next_states(cur, gen[:, j])
+        states = states.copy()
+        states[idx] = cur
+        if record:
+            run.record(length - p, np.full(rows, -1), states, input_ids)
+        return states
+
+    def _apply(self, run: _Run, scores: torch.Tensor, states: np.ndarray) -> torch.Tensor:
+        width = scores.shape[-1]
+        masks = self._masks
+        if masks is None or masks.width != width or masks.device != scores.device:
+            masks = self._masks = _MaskTable(self.index, width, scores.device)
+        allowed = masks.allowed(masks.rows_for(states))
+        out = scores.masked_fill(~allowed, float("-inf"))
+        # A row whose allowed tokens were all banned by another processor would
+        # turn into NaNs inside sampling. Keep it finite on our allowed tokens and
+        # report the conflict at the next call (no extra synchronisation now).
+        dead = torch.isneginf(out).all(-1)
+        out = torch.where(dead[:, None] & allowed, torch.zeros_like(out), out)
+        run.flags = dead.long()
+        return out
+
+    # ------------------------------------------------------------ shape
+    def _infer_num_prompts(self, input_ids: torch.Tensor, config) -> int:
+        rows = input_ids.shape[0]
+        if config is not None:
+            # generate() expands each prompt into num_beams rows (beam search)
+            # or num_return_sequences rows (everything else), consecutively.
+            beams = int(getattr(config, "num_beams", 1) or 1)
+            expand = beams if beams > 1 else int(getattr(config, "num_return_sequences", 1) or 1)
+            n = rows // expand if rows % expand == 0 else None
+        else:
+            same = (input_ids[1:] == input_ids[:-1]).all(1).cpu().numpy()
+            n = 1 + int((~same).sum())
+        if self.per_prompt:
+            if n is not None and n != len(self.patterns):
+                raise GenerationConflictError(
+                    f"RegexProcessor got {len(self.patterns)} patterns but generate() was given "
+                    f"{n} prompts ({rows} rows); pass exactly one pattern per prompt")
+            if rows % len(self.patterns):
+                raise GenerationConflictError(
+                    f"RegexProcessor got {len(self.patterns)} patterns but generate() has {rows} rows, "
+                    "which is not a multiple; pass exactly one pattern per prompt")
+            return len(self.patterns)
+        return n if n else 1
+
+    def _rows(self, out):
+        seqs = out.sequences if hasattr(out, "sequences") else out
+        if not isinstance(seqs, torch.Tensor) or seqs.dim() != 2:
+            raise TypeError("decode() takes the tensor or GenerateOutput returned by generate()")
+        if self._run is None:
+            raise GenerationConflictError("decode() needs a generate() call that used this processor first")
+        return seqs
+
+    def _num_prompts(self, rows: int, num_prompts) -> int:
+        n = int(num_prompts) if num_prompts is not None else self._run.num_prompts
+        if rows % n:
+            raise GenerationConflictError(
+                f"generate() returned {rows} rows, which do not split into {n} prompts; "
+                "pass num_prompts= with the number of prompts you gave generate()")
+        return n
+
+    def _generated(self, seqs: torch.Tensor) -> list:
+        """Per row: generated ids up to and including the first EOS, padding removed."""
+        p = self._run.prompt_len
+        eos = set(self.eos_token_ids)
+        rows = []
+        for row in seqs[:, p:].tolist():
+            ids = []
+            for t in row:
+                ids.append(t)
+                if t in eos:
+                    break
+            if ids and ids[-1] not in eos and self.pad_token_id is not None:
+                while ids and ids[-1] == self.pad_token_id:
+                    ids.pop()
+            rows.append(ids)
+        return rows
+
+    def _text(self, ids: list) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def decode(self, out, *, num_prompts: int | None = None):
+        """Texts of the generated part shaped ``(samples, batch)``, singletons dropped.
+
+        ``out`` is what ``generate()`` returned (tensor or ``GenerateOutput``).
+        The prompt, EOS and padding are stripped. 1 prompt x 7 samples gives 7
+        strings, 3 x 1 gives 3 strings, 1 x 1 a string. ``num_prompts``
+        overrides the number of prompts inferred from the watched call.
+        """
+        seqs = self._rows(out)
+        n = self._num_prompts(seqs.shape[0], num_prompts)
+        texts = [self._text(ids) for ids in self._generated(seqs)]
+        return squeeze_grid(to_grid(texts, n))
+
+    def generations(self, out, *, num_prompts: int | None = None) -> list:
+        """One :class:`Generation` per prompt, each holding its :class:`Sequence` s."""
+        seqs = self._rows(out)
+        n = self._num_prompts(seqs.shape[0], num_prompts)
+        gen = self._generated(seqs)
+        finished = self._finished(gen, n)
+        logprobs = self._logprobs(out, gen)
+        per = len(gen) // n
+        result = []
+        for p in range(n):
+            g = Generation(prompt_index=p)
+            for s in range(per):
+                r = p * per + s
+                lp = logprobs[r] if logprobs is not None else None
+                g.sequences.append(Sequence(token_ids=gen[r], text=self._text(gen[r]), finished=finished[r],
+                                            logprobs=lp, logprob=None if lp is None else float(sum(lp))))
+            result.append(g)
+        return result
+
+    def _finished(self, gen: list, num_prompts: int) -> list:
+        per = len(gen) // num_prompts
+        out = []
+        for r, ids in enumerate(gen):
+            start = int(self._starts[0 if len(self._starts) == 1 else r // per])
+            state = np.array([start])
+            for t in ids:
+                state = self.index.next_states(state, np.array([t]))
+            out.append(int(state[0]) == FINISHED)
+        return out
+
+    def _logprobs(self, out, gen: list):
+        scores = getattr(out, "scores", None)
+        if not scores:
+            return None
+        beam_indices = getattr(out, "beam_indices", None)
+        result = []
+        for r, ids in enumerate(gen):
+            lps = []
+            for t, tok in enumerate(ids):
+                if t >= len(scores):
+                    break
+                row = r
+                if beam_indices is not None:
+                    row = int(beam_indices[r, t])
+                    if row < 0:
+                        break
+                lps.append(float(torch.log_softmax(scores[t][row].float(), -1)[tok]))
+            result.append(lps)
+        return result
