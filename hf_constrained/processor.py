@@ -46,6 +46,49 @@ def _find_generation_config():
     return found.f_locals.get("generation_config")
 
 
+# generate() settings behind the processors that may set scores to -inf
+_BANNING = {
+    "MinLengthLogitsProcessor": "min_length",
+    "MinNewTokensLengthLogitsProcessor": "min_new_tokens",
+    "NoBadWordsLogitsProcessor": "bad_words_ids",
+    "NoRepeatNGramLogitsProcessor": "no_repeat_ngram_size",
+    "EncoderNoRepeatNGramLogitsProcessor": "encoder_no_repeat_ngram_size",
+    "SuppressTokensLogitsProcessor": "suppress_tokens",
+    "SuppressTokensAtBeginLogitsProcessor": "begin_suppress_tokens",
+    "PrefixConstrainedLogitsProcessor": "prefix_allowed_tokens_fn",
+    "ForcedBOSTokenLogitsProcessor": "forced_bos_token_id",
+    "ForcedEOSTokenLogitsProcessor": "forced_eos_token_id",
+    "SequenceBiasLogitsProcessor": "sequence_bias",
+}
+_FINITE = {"RepetitionPenaltyLogitsProcessor", "EncoderRepetitionPenaltyLogitsProcessor",
+           "TemperatureLogitsWarper", "UnbatchedClassifierFreeGuidanceLogitsProcessor",
+           "ClassifierFreeGuidanceLogitsProcessor", "LogitNormalization"}
+
+
+def _banning_processors(proc) -> list:
+    """Settings of the processors that run before ``proc`` and may ban tokens.
+
+    Looks at the ``LogitsProcessorList`` that is calling us; empty when we are
+    called directly or first.
+    """
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_name != "__call__":
+        f = f.f_back
+    while f is not None and f.f_locals.get("self") is proc:
+        f = f.f_back
+    owner = f.f_locals.get("self") if f is not None else None
+    if not isinstance(owner, list) or not any(p is proc for p in owner):
+        return []
+    before = []
+    for p in owner:
+        if p is proc:
+            break
+        name = type(p).__name__
+        if name not in _FINITE:
+            before.append(_BANNING.get(name, name))
+    return before
+
+
 class _MaskTable:
     """Allowed-token masks of visited states, kept on the logits' device.
 
@@ -105,7 +148,7 @@ class _Run:
         # hist[g] = (parent row in hist[g-1] or -1, state) for generated length g
         self.hist = [(None, self.start_states.copy())]
         self.last_ids = input_ids.clone()
-        self.flags = torch.zeros(rows, dtype=torch.long, device=input_ids.device)
+        self.banning = _banning_processors(proc)
 
     def is_same(self, config, input_ids: torch.Tensor) -> bool:
         if self.config_ref is not None or config is not None:
@@ -236,16 +279,8 @@ class RegexProcessor(LogitsProcessor):
         same[:m] = eq[ar[:m], ar[:m]]
         parent = torch.where(same, ar, eq.to(torch.int8).argmax(1))
         verified = eq.any(1) & (new_prefix == old_prefix[parent]).all(1)
-        packet = torch.cat([parent, verified.long(), input_ids[:, -1], run.flags]).cpu().numpy()
-        parent_h, ver_h, last_h = packet[:rows], packet[rows: 2 * rows].astype(bool), packet[2 * rows: 3 * rows]
-        flags = packet[3 * rows:]
-        if flags.any():
-            bad = int(np.nonzero(flags)[0][0])
-            raise GenerationConflictError(
-                f"at generated token {k} row {bad} had every token banned: the constraint allows only "
-                "tokens that another generate() setting bans (min_new_tokens / min_length longer than "
-                "the match, bad_words_ids, no_repeat_ngram_size, suppress_tokens...). Remove or relax "
-                "that setting.")
+        packet = torch.cat([parent, verified.long(), input_ids[:, -1]]).cpu().numpy()
+        parent_h, ver_h, last_h = packet[:rows], packet[rows: 2 * rows].astype(bool), packet[2 * rows:]
         anc = run.ancestors(np.where(ver_h, parent_h, -1), k)
         states = self.index.next_states(np.where(anc == _UNKNOWN, DEAD, anc), last_h)
         unknown = anc == _UNKNOWN
@@ -277,13 +312,42 @@ class RegexProcessor(LogitsProcessor):
             masks = self._masks = _MaskTable(self.index, width, scores.device)
         allowed = masks.allowed(masks.rows_for(states))
         out = scores.masked_fill(~allowed, float("-inf"))
-        # A row whose allowed tokens were all banned by another processor would
-        # turn into NaNs inside sampling. Keep it finite on our allowed tokens and
-        # report the conflict at the next call (no extra synchronisation now).
-        dead = torch.isneginf(out).all(-1)
-        out = torch.where(dead[:, None] & allowed, torch.zeros_like(out), out)
-        run.flags = dead.long()
+        if run.banning:
+            # Processors that ran before us may have banned every token the
+            # pattern allows; sampling would then hit NaNs. Only in that
+            # configuration do we pay for a second synchronisation.
+            dead = torch.isneginf(out).all(-1)
+            if bool(dead.any()):
+                row = int(dead.nonzero()[0, 0])
+                settings = ", ".join(run.banning)
+                raise GenerationConflictError(
+                    f"at generated token {len(run.hist) - 1}, row {row} has every token the "
+                    f"pattern allows banned by another generate() setting ({settings}); e.g. min_new_tokens "
+                    "longer than the match, or bad_words_ids / no_repeat_ngram_size banning the only "
+                    "continuations. Remove or relax that setting.")
         return out
+
+    # ------------------------------------------------------------ inspection
+    def tracked_states(self) -> tuple:
+        """``(input_ids, states)`` of the last call, as tracked incrementally.
+
+        States are automaton state ids (``0`` dead, ``-1`` finished after EOS).
+        Compare with :meth:`states_from_tokens` to check the tracking.
+        """
+        if self._run is None:
+            raise GenerationConflictError("no generate() call has used this processor yet")
+        return self._run.last_ids, self._run.hist[-1][1].copy()
+
+    def states_from_tokens(self, input_ids: torch.Tensor) -> np.ndarray:
+        """Recompute every row's state from scratch from its generated tokens."""
+        run = self._run
+        if run is None:
+            raise GenerationConflictError("no generate() call has used this processor yet")
+        gen = input_ids[:, run.prompt_len:].cpu().numpy()
+        cur = run.start_states[: gen.shape[0]].copy()
+        for j in range(gen.shape[1]):
+            cur = self.index.next_states(cur, gen[:, j])
+        return cur
 
     # ------------------------------------------------------------ shape
     def _infer_num_prompts(self, input_ids: torch.Tensor, config) -> int:

@@ -35,6 +35,10 @@ from .errors import RegexSyntaxError, UnsupportedRegexError
 MAX_CP = sys.maxunicode  # 0x10FFFF
 _SURROGATES = (0xD800, 0xDFFF)
 EMPTY = ("cat", ())
+_COMMENT = ("comment",)  # returned by group() for (?#...); never in a tree
+# Python's re only takes ASCII digits in counted repetitions ("a{\u0661}" is
+# literal text there).
+_COUNTED = re.compile(r"\{([0-9]*)(,?)([0-9]*)\}")
 
 
 def normalize_ranges(ranges) -> tuple:
@@ -107,6 +111,7 @@ class _Parser:
         self.p = pattern
         self.i = 0
         self.depth = 0
+        self.names: set = set()
 
     # -- helpers -------------------------------------------------------
     def error(self, msg: str, pos: int | None = None):
@@ -141,6 +146,7 @@ class _Parser:
     def concatenation(self, top: bool):
         items = []
         start = self.i
+        last_quantified = False
         while not self.eof() and self.peek() not in "|)":
             pos = self.i
             c = self.peek()
@@ -148,12 +154,29 @@ class _Parser:
                 self._anchor(c if c != "\\" else "\\" + self.peek(1), pos, top, start)
                 continue
             atom = self.atom()
-            atom = self.quantifiers(atom)
-            items.append(atom)
+            if atom is _COMMENT:
+                # Like re, a comment adds no item: a quantifier right after it
+                # applies to the item before it ("a(?#x)*" is "a*").
+                if not self._at_quantifier():
+                    continue
+                if not items:
+                    self.error("nothing to repeat")
+                if last_quantified:
+                    self.error("multiple repeat")
+                atom = items.pop()
+            quantified = self.quantifiers(atom)
+            last_quantified = quantified is not atom
+            items.append(quantified)
         return items[0] if len(items) == 1 else ("cat", tuple(items))
+
+    def _at_quantifier(self) -> bool:
+        c = self.peek()
+        return (c != "" and c in "*+?") or (c == "{" and self._counted_lookahead())
 
     def _anchor(self, token: str, pos: int, top: bool, start: int):
         self.i += len(token)
+        if self._at_quantifier():
+            self.error("nothing to repeat")
         at_start = token in ("^", "\\A")
         if top and at_start and pos == start:
             return  # no-op under fullmatch
@@ -196,13 +219,13 @@ class _Parser:
             atom = ("rep", atom, lo, hi)
 
     def _counted(self):
-        m = re.compile(r"\{(\d*)(,?)(\d*)\}").match(self.p, self.i)
+        m = _COUNTED.match(self.p, self.i)
         if not m or (m.group(1) == "" and m.group(2) == ""):
             return None  # a literal '{' in Python
         lo = int(m.group(1)) if m.group(1) else 0
         hi = (int(m.group(3)) if m.group(3) else None) if m.group(2) else lo
         if hi is not None and hi < lo:
-            self.error("min repeat greater than max repeat")
+            self.error("min repeat greater than max repeat", self.i + 1)
         self.i = m.end()
         return lo, hi
 
@@ -224,10 +247,10 @@ class _Parser:
             return self.escape(in_class=False)
         self.i += 1
         del pos
-        return ("cls", ((ord(c), ord(c)),))
+        return _literal(ord(c))
 
     def _counted_lookahead(self) -> bool:
-        m = re.compile(r"\{(\d*)(,?)(\d*)\}").match(self.p, self.i)
+        m = _COUNTED.match(self.p, self.i)
         return bool(m) and not (m.group(1) == "" and m.group(2) == "")
 
     def group(self):
@@ -238,21 +261,29 @@ class _Parser:
             if kind.startswith("?:"):
                 self.i += 2
             elif kind.startswith("?P<"):
-                end = self.p.find(">", self.i)
+                name_pos = self.i + 3
+                end = self.p.find(">", name_pos)
                 if end < 0:
-                    self.error("missing >, unterminated name")
-                name = self.p[self.i + 3 : end]
+                    if name_pos == len(self.p):
+                        self.error("missing group name", name_pos)
+                    self.error("missing >, unterminated name", name_pos)
+                name = self.p[name_pos:end]
+                if not name:
+                    self.error("missing group name", name_pos)
                 if not name.isidentifier():
-                    self.error(f"bad character in group name {name!r}")
+                    self.error(f"bad character in group name {name!r}", name_pos)
+                if name in self.names:
+                    self.error(f"redefinition of group name {name!r}", name_pos)
+                self.names.add(name)
                 self.i = end + 1
             elif kind.startswith("?P="):
                 self.unsupported("backreference (?P=...)", pos, "a finite automaton cannot match repeated text")
             elif kind.startswith("?#"):
                 end = self.p.find(")", self.i)
                 if end < 0:
-                    self.error("missing ), unterminated comment")
+                    self.error("missing ), unterminated comment", pos)
                 self.i = end + 1
-                return EMPTY
+                return _COMMENT
             elif kind.startswith("?=") or kind.startswith("?!"):
                 self.unsupported(f"lookahead ({kind[:2]}...)", pos)
             elif kind.startswith("?<=") or kind.startswith("?<!"):
@@ -267,8 +298,11 @@ class _Parser:
                     pos,
                     "spell the flag's effect out in the pattern (e.g. [aA] for case-insensitivity)",
                 )
+            elif kind in ("?", "?P", "?<"):
+                self.error("unexpected end of pattern", len(self.p))
             else:
-                self.error("unknown extension " + repr("(" + kind[:2]), pos)
+                ext = kind[:3] if kind[:2] in ("?P", "?<") else kind[:2]
+                self.error("unknown extension " + ext, self.i)
         self.depth += 1
         if self.depth > 200:
             self.error("too deeply nested")
@@ -307,19 +341,32 @@ class _Parser:
             if cp > MAX_CP:
                 self.error(f"bad escape \\U{cp:08x}", pos)
         elif c == "N":
-            m = re.compile(r"\{([^}]*)\}").match(self.p, self.i)
-            if not m:
-                self.error("missing {", pos)
+            if self.peek() != "{":
+                self.error("missing {")
+            self.i += 1
+            end = self.p.find("}", self.i)
+            if end == self.i or (end < 0 and self.eof()):
+                self.error("missing character name")
+            if end < 0:
+                self.error("missing }, unterminated name")
+            name = self.p[self.i : end]
             try:
-                cp = ord(unicodedata.lookup(m.group(1)))
-            except KeyError:
-                self.error(f"undefined character name {m.group(1)!r}", pos)
-            self.i = m.end()
+                cp = ord(unicodedata.lookup(name))
+            except (KeyError, TypeError):  # TypeError: a named sequence
+                self.error(f"undefined character name {name!r}", pos)
+            self.i = end + 1
         elif c == "0":
             digits = re.compile(r"[0-7]{0,2}").match(self.p, self.i).group(0)
             self.i += len(digits)
             cp = int("0" + digits, 8)
-        elif c.isdigit():
+        elif in_class and c in "1234567":
+            # in a class there are no backreferences: up to 3 octal digits
+            digits = c + re.compile(r"[0-7]{0,2}").match(self.p, self.i).group(0)
+            self.i = pos + 1 + len(digits)
+            cp = int(digits, 8)
+            if cp > 0o377:
+                self.error(f"octal escape value \\{digits} outside of range 0-0o377", pos)
+        elif c in "0123456789":  # only ASCII digits: "\\\u0661" is a literal
             m = re.compile(r"[0-7]{2}").match(self.p, self.i)
             if c in "01234567" and m:
                 cp = int(c + m.group(0), 8)
@@ -336,7 +383,7 @@ class _Parser:
             cp = ord(c)
         if in_class:
             return ("char", cp)
-        return ("cls", ((cp, cp),))
+        return _literal(cp)
 
     def _hex(self, n: int, pos: int) -> int:
         digits = self.p[self.i : self.i + n]
@@ -386,6 +433,11 @@ class _Parser:
             return self.escape(in_class=True)
         self.i += 1
         return ("char", ord(c))
+
+
+def _literal(cp: int):
+    """One code point; a lone surrogate, which UTF-8 cannot spell, gives ``("cls", ())``."""
+    return ("cls", normalize_ranges([(cp, cp)]))
 
 
 def parse(pattern: str):

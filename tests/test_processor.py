@@ -1,0 +1,349 @@
+"""End-to-end guarantees of RegexProcessor under every generate() mode.
+
+Outputs are checked with ``re.fullmatch`` (finished rows) and the ``regex``
+module's partial matching (rows cut off by max_new_tokens). Tracked states are
+compared with states recomputed from the tokens.
+"""
+
+import re
+
+import numpy as np
+import pytest
+import regex
+import torch
+
+from hf_constrained import GenerationConflictError, RegexProcessor, reshape_samples
+from hf_constrained.index import FINISHED
+from hf_constrained.offline import tiny_model
+
+DATE = r"\d{4}-\d{2}-\d{2}"
+EMAIL = r"[a-z]{1,8}@[a-z]{1,6}\.(com|org)"
+UNI = r"(é|中文|😀|ß){1,4}"
+CITY = r"(Paris|London|Tokyo|New York|Berlin|Madrid|Rome)"
+
+
+def gen_texts(proc, out):
+    """Per row: (decoded generated text, finished) — independent of proc.decode."""
+    seqs = out.sequences if hasattr(out, "sequences") else out
+    p = proc._run.prompt_len
+    res = []
+    eos = set(proc.eos_token_ids)
+    for row in seqs[:, p:].tolist():
+        ids, finished = [], False
+        for t in row:
+            if t in eos:
+                finished = True
+                break
+            ids.append(t)
+        if not finished:
+            while ids and ids[-1] == proc.pad_token_id:
+                ids.pop()
+        res.append((proc.tokenizer.decode(ids, skip_special_tokens=True), finished))
+    return res
+
+
+def assert_valid(proc, out, patterns, per_row=None):
+    """Finished rows fullmatch; truncated rows are prefixes of a match."""
+    rows = gen_texts(proc, out)
+    for r, (text, finished) in enumerate(rows):
+        pat = patterns[per_row(r)] if per_row else patterns
+        if finished:
+            assert re.fullmatch(pat, text), (r, text, pat)
+        else:
+            clean = text.rstrip("\ufffd")  # a token boundary may split a character
+            assert regex.fullmatch(pat, clean, partial=True), (r, text, pat)
+    return rows
+
+
+def assert_tracking_exact(proc):
+    ids, tracked = proc.tracked_states()
+    recomputed = proc.states_from_tokens(ids)
+    assert np.array_equal(tracked, recomputed)
+
+
+def batch(tok, prompts):
+    return tok(prompts, return_tensors="pt", padding=True)
+
+
+# ------------------------------------------------------------------ modes
+@pytest.mark.parametrize("mode", [
+    dict(do_sample=False),
+    dict(do_sample=True, temperature=0.7, top_k=50, top_p=0.9, num_return_sequences=4),
+    dict(do_sample=True, num_return_sequences=5),
+    dict(num_beams=4, num_return_sequences=2),
+    dict(num_beams=3, do_sample=True, num_return_sequences=3),
+], ids=["greedy", "sampling-warpers", "samples", "beam", "beam-sampling"])
+def test_modes_deepseek(deepseek, deepseek_model, mode):
+    torch.manual_seed(1)
+    proc = RegexProcessor(DATE, deepseek)
+    inputs = batch(deepseek, ["The date is", "x"])
+    out = deepseek_model.generate(**inputs, logits_processor=[proc], max_new_tokens=24, **mode)
+    rows = assert_valid(proc, out, DATE)
+    assert sum(f for _, f in rows) >= 1
+    n = mode.get("num_return_sequences", 1)
+    assert out.shape[0] == 2 * n
+    assert_tracking_exact(proc)
+
+
+def test_three_prompts_seven_samples_three_patterns(deepseek, deepseek_model):
+    torch.manual_seed(0)
+    pats = [DATE, EMAIL, CITY]
+    proc = RegexProcessor(pats, deepseek)
+    inputs = batch(deepseek, ["Date:", "An e-mail address, please:", "City"])
+    out = deepseek_model.generate(**inputs, logits_processor=[proc], do_sample=True,
+                                  num_return_sequences=7, max_new_tokens=40)
+    texts = proc.decode(out)
+    assert len(texts) == 7 and all(len(row) == 3 for row in texts)
+    for s in range(7):
+        for b in range(3):
+            assert re.fullmatch(pats[b], texts[s][b]), (s, b, texts[s][b])
+    grid = reshape_samples(out, 3)
+    assert grid.shape[:2] == (7, 3)
+    assert torch.equal(grid[2, 1], out[1 * 7 + 2])
+
+
+def test_beam_search_four_beams_two_returned(deepseek, deepseek_model):
+    pats = [DATE, EMAIL]
+    proc = RegexProcessor(pats, deepseek)
+    inputs = batch(deepseek, ["Date:", "Mail"])
+    out = deepseek_model.generate(**inputs, logits_processor=[proc], num_beams=4,
+                                  num_return_sequences=2, max_new_tokens=40,
+                                  return_dict_in_generate=True, output_scores=True)
+    texts = proc.decode(out)
+    assert len(texts) == 2 and all(len(r) == 2 for r in texts)
+    for s in range(2):
+        for b in range(2):
+            assert re.fullmatch(pats[b], texts[s][b]), texts[s][b]
+    scores = reshape_samples(out.sequences_scores, 2)
+    assert scores.shape == (2, 2)
+    assert_tracking_exact(proc)
+
+
+def test_assisted_generation_with_assistant_model(deepseek, deepseek_model):
+    assistant = tiny_model(deepseek, "llama", seed=7)
+    for sample in (False, True):
+        torch.manual_seed(3)
+        proc = RegexProcessor(EMAIL, deepseek)
+        out = deepseek_model.generate(**batch(deepseek, ["Mail:"]), logits_processor=[proc],
+                                      assistant_model=assistant, do_sample=sample, max_new_tokens=30)
+        rows = assert_valid(proc, out, EMAIL)
+        assert rows[0][1]
+        assert_tracking_exact(proc)
+
+
+def test_prompt_lookup_decoding(deepseek, deepseek_model):
+    proc = RegexProcessor(DATE, deepseek)
+    prompt = "dates 2024-01-02 and 1999-12-31 and 2024-01-0"
+    out = deepseek_model.generate(**batch(deepseek, [prompt]), logits_processor=[proc],
+                                  prompt_lookup_num_tokens=3, max_new_tokens=20)
+    rows = assert_valid(proc, out, DATE)
+    assert rows[0][1]
+    assert_tracking_exact(proc)
+
+
+def test_mistral_modes_and_non_ascii(mistral, mistral_model):
+    pats = [UNI, r"[A-Z][a-z]{2,6} (é|中文)", CITY]
+    for mode in (dict(do_sample=True, num_return_sequences=4), dict(num_beams=3, num_return_sequences=2)):
+        torch.manual_seed(5)
+        proc = RegexProcessor(pats, mistral)
+        inputs = batch(mistral, ["Write:", "Name and word:", "A city"])
+        out = mistral_model.generate(**inputs, logits_processor=[proc], max_new_tokens=30, **mode)
+        n = mode["num_return_sequences"]
+        assert_valid(proc, out, pats, per_row=lambda r: r // n)
+        assert_tracking_exact(proc)
+
+
+def test_sentencepiece_leading_space_rule(mistral, mistral_model):
+    """A first '▁Word' token decodes without its space; the mask models that."""
+    proc = RegexProcessor(r"Paris|Rome", mistral)
+    paris = mistral.convert_tokens_to_ids("▁Paris")
+    start = torch.tensor([[1, 5, 6]])
+    scores = torch.zeros(1, len(mistral))
+    masked = proc(start, scores)
+    assert torch.isfinite(masked[0, paris])  # "▁Paris" decodes as "Paris"
+    assert mistral.decode([paris]) == "Paris"
+    # after it, EOS is allowed: "Paris" is complete
+    step2 = proc(torch.tensor([[1, 5, 6, paris]]), torch.zeros(1, len(mistral)))
+    assert torch.isfinite(step2[0, mistral.eos_token_id])
+    # a leading space in the pattern needs the extra (stripped) space first
+    proc2 = RegexProcessor(r" x", mistral)
+    m = proc2(torch.tensor([[1, 5]]), torch.zeros(1, len(mistral)))
+    x_tok = mistral.convert_tokens_to_ids("▁x")
+    assert not torch.isfinite(m[0, x_tok])  # would decode to "x", not " x"
+    assert torch.isfinite(m[0, mistral.convert_tokens_to_ids("▁▁x")]) or torch.isfinite(
+        m[0, mistral.convert_tokens_to_ids("▁")])
+
+
+def test_left_padded_batch_of_different_lengths(deepseek, deepseek_model):
+    prompts = ["a", "a much longer prompt with many more tokens in it", "mid length one"]
+    pats = [DATE, CITY, EMAIL]
+    proc = RegexProcessor(pats, deepseek)
+    inputs = batch(deepseek, prompts)
+    assert (inputs["attention_mask"] == 0).any()
+    torch.manual_seed(2)
+    out = deepseek_model.generate(**inputs, logits_processor=[proc], do_sample=True,
+                                  num_return_sequences=2, max_new_tokens=40)
+    assert_valid(proc, out, pats, per_row=lambda r: r // 2)
+
+
+# ------------------------------------------------------------------ vocabulary edge cases
+def test_several_eos_ids_and_wide_logits(deepseek):
+    model = tiny_model(deepseek, "llama", vocab_size=len(deepseek) + 77, seed=3)
+    extra_eos = deepseek.convert_tokens_to_ids("<｜▁pad▁｜>")
+    eos = [deepseek.eos_token_id, extra_eos]
+    model.generation_config.eos_token_id = eos
+    proc = RegexProcessor(CITY, deepseek, eos_token_id=model.generation_config.eos_token_id)
+    torch.manual_seed(0)
+    out = model.generate(**batch(deepseek, ["City:"]), logits_processor=[proc], do_sample=True,
+                         num_return_sequences=6, max_new_tokens=20)
+    texts = proc.decode(out)
+    assert all(re.fullmatch(CITY, t) for t in texts), texts
+    # masks: ids beyond the tokenizer never allowed; both EOS ids allowed after a full match
+    width = len(deepseek) + 77
+    first = proc(torch.tensor([[5, 6]]), torch.zeros(1, width))
+    assert torch.isneginf(first[0, len(deepseek):]).all()
+    rome = deepseek.encode("Rome", add_special_tokens=False)
+    ids = torch.tensor([[5, 6] + rome])
+    last = proc(ids, torch.zeros(1, width))
+    assert torch.isfinite(last[0, eos]).all()
+
+
+def test_special_and_added_tokens_never_allowed(deepseek):
+    proc = RegexProcessor(r"[^x]*", deepseek)  # almost anything goes
+    masked = proc(torch.tensor([[5]]), torch.zeros(1, len(deepseek)))
+    specials = sorted(set(deepseek.all_special_ids) | set(deepseek.added_tokens_decoder))
+    allowed = torch.isfinite(masked[0])
+    for t in specials:
+        if t in proc.eos_token_ids:
+            assert allowed[t]  # "" is a full match of [^x]*
+        else:
+            assert not allowed[t], deepseek.convert_ids_to_tokens(t)
+
+
+def test_pad_equals_eos(local_tok):
+    from transformers import PreTrainedTokenizerFast
+    tok = PreTrainedTokenizerFast(tokenizer_object=local_tok.backend_tokenizer, eos_token="<|endoftext|>",
+                                  pad_token="<|endoftext|>", padding_side="left")
+    model = tiny_model(tok, "gpt2", seed=4)
+    proc = RegexProcessor(r"(yes|no|maybe)", tok)
+    torch.manual_seed(0)
+    out = model.generate(**tok(["Q?", "Another question?"], return_tensors="pt", padding=True),
+                         logits_processor=[proc], do_sample=True, num_return_sequences=4, max_new_tokens=12)
+    texts = proc.decode(out)
+    assert len(texts) == 4 and len(texts[0]) == 2
+    assert all(re.fullmatch(r"(yes|no|maybe)", t) for row in texts for t in row), texts
+
+
+def test_top_k_1_and_tiny_top_p_still_valid(deepseek, deepseek_model):
+    for kw in (dict(top_k=1), dict(top_p=0.01)):
+        proc = RegexProcessor(DATE, deepseek)
+        out = deepseek_model.generate(**batch(deepseek, ["d"]), logits_processor=[proc], do_sample=True,
+                                      num_return_sequences=3, max_new_tokens=20, **kw)
+        assert all(re.fullmatch(DATE, t) for t in proc.decode(out))
+
+
+# ------------------------------------------------------------------ conflicts
+def test_min_new_tokens_longer_than_any_match(deepseek, deepseek_model):
+    proc = RegexProcessor(r"(yes|no)", deepseek)
+    with pytest.raises(GenerationConflictError, match="min_new_tokens"):
+        deepseek_model.generate(**batch(deepseek, ["?"]), logits_processor=[proc], do_sample=True,
+                                min_new_tokens=10, max_new_tokens=20)
+
+
+def test_bad_words_banning_everything_allowed(deepseek, deepseek_model):
+    proc = RegexProcessor(r"[0-9]", deepseek)
+    digits = [[deepseek.convert_tokens_to_ids(str(d))] for d in range(10)]
+    with pytest.raises(GenerationConflictError, match="bad_words_ids"):
+        deepseek_model.generate(**batch(deepseek, ["?"]), logits_processor=[proc],
+                                bad_words_ids=digits, max_new_tokens=5)
+
+
+def test_pattern_list_length_mismatch_names_both_numbers(deepseek, deepseek_model):
+    proc = RegexProcessor([DATE, EMAIL], deepseek)
+    with pytest.raises(GenerationConflictError, match=r"2 patterns.*3 prompts"):
+        deepseek_model.generate(**batch(deepseek, ["a", "b", "c"]), logits_processor=[proc],
+                                max_new_tokens=5)
+
+
+# ------------------------------------------------------------------ reuse, shapes, results
+def test_reuse_across_calls_and_new_call_detection(deepseek, deepseek_model):
+    proc = RegexProcessor(CITY, deepseek)
+    torch.manual_seed(0)
+    out1 = deepseek_model.generate(**batch(deepseek, ["City:"]), logits_processor=[proc], max_new_tokens=3)
+    # the next call's prompt is the (unfinished) previous output: a new call, a fresh match
+    out2 = deepseek_model.generate(input_ids=out1, attention_mask=torch.ones_like(out1),
+                                   logits_processor=[proc], max_new_tokens=12)
+    assert proc._run.prompt_len == out1.shape[1]
+    text = proc.decode(out2)
+    assert re.fullmatch(CITY, text) or regex.fullmatch(CITY, text, partial=True)
+    out3 = deepseek_model.generate(**batch(deepseek, ["a", "bb", "ccc"]), logits_processor=[proc],
+                                   do_sample=True, num_return_sequences=2, max_new_tokens=12)
+    texts = proc.decode(out3)
+    assert len(texts) == 2 and len(texts[0]) == 3
+    assert_tracking_exact(proc)
+
+
+def test_decode_shapes(deepseek, deepseek_model):
+    proc = RegexProcessor(CITY, deepseek)
+    one = deepseek_model.generate(**batch(deepseek, ["x"]), logits_processor=[proc], max_new_tokens=12)
+    assert isinstance(proc.decode(one), str)
+    seven = deepseek_model.generate(**batch(deepseek, ["x"]), logits_processor=[proc], do_sample=True,
+                                    num_return_sequences=7, max_new_tokens=12, return_dict_in_generate=True)
+    texts = proc.decode(seven)
+    assert isinstance(texts, list) and len(texts) == 7 and all(isinstance(t, str) for t in texts)
+    assert proc.decode(seven.sequences) == texts
+    three = deepseek_model.generate(**batch(deepseek, ["a", "b", "c"]), logits_processor=[proc],
+                                    max_new_tokens=12)
+    assert len(proc.decode(three)) == 3
+    # identical prompts next to each other are still counted right inside generate()
+    same = deepseek_model.generate(**batch(deepseek, ["same", "same"]), logits_processor=[proc],
+                                   do_sample=True, num_return_sequences=3, max_new_tokens=12)
+    grid = proc.decode(same)
+    assert len(grid) == 3 and len(grid[0]) == 2
+    assert len(proc.decode(same, num_prompts=1)) == 6
+
+
+def test_generations_with_logprobs(deepseek, deepseek_model):
+    proc = RegexProcessor(CITY, deepseek)
+    torch.manual_seed(0)
+    out = deepseek_model.generate(**batch(deepseek, ["a", "b"]), logits_processor=[proc], do_sample=True,
+                                  num_return_sequences=3, max_new_tokens=3, output_scores=True,
+                                  return_dict_in_generate=True)
+    gens = proc.generations(out)
+    assert len(gens) == 2 and all(len(g.sequences) == 3 for g in gens)
+    for g in gens:
+        for s in g.sequences:
+            assert len(s.logprobs) == len(s.token_ids)
+            assert all(np.isfinite(s.logprobs)) and s.logprob == pytest.approx(sum(s.logprobs))
+            if s.finished:
+                assert re.fullmatch(CITY, s.text)
+            else:
+                assert s.truncated and regex.fullmatch(CITY, s.text, partial=True)
+    assert any(s.truncated for g in gens for s in g.sequences)  # 3 tokens cannot spell "New York" + EOS
+    beams = deepseek_model.generate(**batch(deepseek, ["a"]), logits_processor=[proc], num_beams=3,
+                                    num_return_sequences=2, max_new_tokens=12, output_scores=True,
+                                    return_dict_in_generate=True)
+    gens = proc.generations(beams)
+    assert len(gens) == 1 and len(gens[0].sequences) == 2
+    for s in gens[0].sequences:
+        assert s.finished and re.fullmatch(CITY, s.text)
+        assert all(np.isfinite(s.logprobs))
+
+
+def test_dead_and_finished_rows_never_all_masked(deepseek):
+    proc = RegexProcessor(r"ab", deepseek)
+    a = deepseek.convert_tokens_to_ids("a")
+    z = deepseek.convert_tokens_to_ids("z")
+    eos = deepseek.eos_token_id
+    proc(torch.tensor([[7], [7], [7]]), torch.zeros(3, len(deepseek)))
+    out = proc(torch.tensor([[7, a], [7, z], [7, eos]]), torch.zeros(3, len(deepseek)))
+    assert torch.isfinite(out).any(-1).all()
+    ids, states = proc.tracked_states()
+    assert states[1] == 0 and states[2] == 0  # 'z' and a premature EOS are dead
+    assert states[0] > 0
+    b = deepseek.convert_tokens_to_ids("b")
+    proc(torch.tensor([[7, a, b], [7, z, eos], [7, eos, eos]]), torch.zeros(3, len(deepseek)))
+    out = proc(torch.tensor([[7, a, b, eos], [7, z, eos, eos], [7, eos, eos, eos]]),
+               torch.zeros(3, len(deepseek)))
+    assert list(proc.tracked_states()[1]) == [FINISHED, 0, 0]
+    assert torch.isfinite(out[:, eos]).all()
