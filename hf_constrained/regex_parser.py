@@ -409,19 +409,17 @@ class _Parser:
                 self.i += 1
                 break
             first = False
+            item = self.i
             lo = self._class_item()
-            if lo[0] == "set":
-                ranges.extend(lo[1])
-                continue
             if self.peek() == "-" and self.peek(1) not in ("]", ""):
-                dash = self.i
                 self.i += 1
                 hi = self._class_item()
-                if hi[0] == "set":
-                    self.error("bad character range", dash - 1)
-                if hi[1] < lo[1]:
-                    self.error("bad character range", dash - 1)
+                # like re: a shorthand (\\d...) cannot end a range, nor start one
+                if lo[0] == "set" or hi[0] == "set" or hi[1] < lo[1]:
+                    self.error(f"bad character range {self.p[item:self.i]}", item)
                 ranges.append((lo[1], hi[1]))
+            elif lo[0] == "set":
+                ranges.extend(lo[1])
             else:
                 ranges.append((lo[1], lo[1]))
         result = negate_ranges(ranges) if negated else normalize_ranges(ranges)

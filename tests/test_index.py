@@ -1,0 +1,209 @@
+"""The token masks are exact: compared over the whole vocabulary with an
+independent oracle (the ``regex`` module's partial matching), and the
+tokenizer's own encoding of strings from the language is never masked out."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+import regex
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hf_constrained import EmptyLanguageError, RegexProcessor, StateLimitError, UnsupportedTokenizerError
+from hf_constrained.automaton import DEAD, LazyDFA
+from hf_constrained.index import TokenIndex
+from hf_constrained.vocabulary import Vocabulary
+
+PATTERNS = [
+    r"\d{4}-\d{2}-\d{2}",
+    r"[a-z0-9._%+-]{1,20}@[a-z0-9.-]{1,20}\.[a-z]{2,6}",
+    r"\{\"name\": \"[^\"\\]{0,12}\", \"age\": (0|[1-9][0-9]{0,2})\}",
+    r"(é|中文|😀|naïve)+ ?x?",
+    r"(Paris|London|New York|Rome)",
+    r"-?(0|[1-9][0-9]*)(\.[0-9]+)?",
+]
+PREFIXES = {
+    0: ["", "2", "2024-", "2024-01-3"],
+    1: ["", "a", "bob.", "bob@mail", "bob@mail.co"],
+    2: ["", "{\"name\": \"Ad", "{\"name\": \"Ada\", \"age\": 4"],
+    3: ["", "中", "中文", "naïve "],
+    4: ["", "New", "New ", "Ro"],
+    5: ["", "-", "0", "12.", "12.5"],
+}
+
+
+def oracle_allowed(pattern, prefix_text, vocab, strip_first_space):
+    """Token ids whose bytes keep the decoded text a prefix of a match (complete UTF-8 only)."""
+    rx = regex.compile(pattern)
+    prefix = prefix_text.encode()
+    allowed, skipped = set(), set()
+    for t, b in enumerate(vocab.token_bytes):
+        if b is None:
+            continue
+        raw = prefix + b
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            skipped.add(t)
+            continue
+        if strip_first_space and text.startswith(" "):
+            text = text[1:]
+        if rx.fullmatch(text, partial=True) is not None:
+            allowed.add(t)
+    return allowed, skipped
+
+
+def state_after(proc, text):
+    """Walk the automaton over the bytes of a prefix as the tokenizer would decode it."""
+    s = proc.dfa.starts[0]
+    return proc.dfa.walk(s, text.encode())
+
+
+@pytest.mark.parametrize("pi", range(len(PATTERNS)))
+def test_masks_match_regex_oracle_deepseek(deepseek, pi):
+    check_masks(deepseek, pi)
+
+
+@pytest.mark.parametrize("pi", [0, 3, 4])
+def test_masks_match_regex_oracle_mistral(mistral, pi):
+    check_masks(mistral, pi)
+
+
+def check_masks(tok, pi):
+    pattern = PATTERNS[pi]
+    proc = RegexProcessor(pattern, tok)
+    vocab = proc.vocab
+    for prefix in PREFIXES[pi]:
+        q = state_after(proc, prefix)
+        if vocab.strip_leading_space and prefix:
+            # the first token's space is stripped: walk the real (unstripped) bytes
+            q = proc.dfa.walk(proc.dfa.starts[0], (" " + prefix).encode())
+        assert q != DEAD, prefix
+        got = set(proc.index.allowed(q).tolist())
+        want, skipped = oracle_allowed(pattern, prefix, vocab, vocab.strip_leading_space and not prefix)
+        eos = set(proc.eos_token_ids)
+        full = re.fullmatch(pattern, prefix) is not None
+        assert (eos <= got) == full, prefix
+        got -= eos
+        got_complete = got - skipped
+        assert got_complete == want, (prefix, sorted(got_complete ^ want)[:10])
+        # a token leaving an incomplete character must at least extend to a live state
+        for t in list(got & skipped)[:50]:
+            assert proc.dfa.walk(q, vocab.token_bytes[t]) != DEAD
+
+
+def feed(proc, ids, width, eos):
+    """Feed a token sequence through the processor one step at a time."""
+    prompt = [eos]  # any prompt works; use a one-token prompt
+    seq = torch.tensor([prompt])
+    out = proc(seq, torch.zeros(1, width))
+    for t in ids:
+        assert torch.isfinite(out[0, t]), f"token {t} masked"
+        seq = torch.cat([seq, torch.tensor([[t]])], 1)
+        out = proc(seq, torch.zeros(1, width))
+    return out
+
+
+@pytest.mark.parametrize("pi", range(len(PATTERNS)))
+def test_tokenizer_encodings_never_masked(deepseek, mistral, pi):
+    pattern = PATTERNS[pi]
+    procs = [RegexProcessor(pattern, deepseek), RegexProcessor(pattern, mistral)]
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.from_regex(pattern, fullmatch=True))
+    def check(s):
+        for tok, proc in zip((deepseek, mistral), procs):
+            ids = tok.encode(s, add_special_tokens=False)
+            if tok.decode(ids) != s:
+                continue  # the tokenizer itself does not round-trip this string
+            out = feed(proc, ids, len(tok), tok.eos_token_id)
+            assert torch.isfinite(out[0, tok.eos_token_id]), s
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check()
+
+
+def test_multi_pattern_index_shares_one_automaton(deepseek):
+    proc = RegexProcessor([PATTERNS[0], PATTERNS[4], PATTERNS[0]], deepseek)
+    assert proc.dfa.starts[0] != proc.dfa.starts[1]
+    assert proc._starts[0] == proc._starts[2]
+    digits = set(proc.index.allowed(proc._starts[0]).tolist())
+    cities = set(proc.index.allowed(proc._starts[1]).tolist())
+    assert deepseek.convert_tokens_to_ids("2") in digits - cities
+    assert deepseek.convert_tokens_to_ids("Paris") in cities - digits
+
+
+def test_next_states_vectorised_matches_walk(deepseek):
+    proc = RegexProcessor(PATTERNS[2], deepseek)
+    text = '{"name": "Ada", "age": 42}'
+    ids = deepseek.encode(text, add_special_tokens=False)
+    state = np.array([proc.dfa.starts[0]])
+    for t in ids:
+        state = proc.index.next_states(state, np.array([t]))
+    assert proc.dfa.is_accepting(int(state[0]))
+    assert proc.dfa.walk(proc.dfa.starts[0], text.encode()) == int(state[0])
+
+
+# ------------------------------------------------------------------ construction errors
+def test_pattern_the_vocabulary_cannot_spell():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator(["abc abc cab bca"] * 3, trainer=trainers.BpeTrainer(
+        vocab_size=40, special_tokens=["<eos>"], show_progress=False))
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<eos>")
+    vocab = Vocabulary.from_tokenizer(tok)
+    assert not vocab.full_byte_coverage
+    with pytest.raises(EmptyLanguageError, match="cannot be spelled"):
+        RegexProcessor(r"abz", tok)
+    proc = RegexProcessor(r"(ab|az)c", tok)  # 'az' is a dead end for this vocabulary
+    allowed = proc.index.allowed(proc.dfa.starts[0])
+    assert all(b"z" not in vocab.token_bytes[t] for t in allowed if vocab.token_bytes[t])
+
+
+def test_empty_language_and_state_limit(deepseek):
+    with pytest.raises(EmptyLanguageError):
+        RegexProcessor(r"a[^\s\S]b", deepseek)
+    with pytest.raises(StateLimitError, match="max_nfa_states"):
+        RegexProcessor(r"(a{1000}){1000}", deepseek)
+    proc = RegexProcessor(r"(a|b)*a(a|b){12}", deepseek, max_states=64)
+    with pytest.raises(StateLimitError, match="max_states=64"):
+        proc.dfa.explore(10_000)
+
+
+def test_unsupported_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1, "##b": 2, "[SEP]": 3}, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tk.decoder = decoders.WordPiece()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="[SEP]", unk_token="[UNK]")
+    with pytest.raises(UnsupportedTokenizerError, match="WordPiece"):
+        RegexProcessor("ab", tok)
+
+
+def test_no_eos_is_a_clear_error():
+    from hf_constrained.offline import local_tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast(tokenizer_object=local_tokenizer().backend_tokenizer)
+    from hf_constrained import GenerationConflictError
+    with pytest.raises(GenerationConflictError, match="eos_token_id"):
+        RegexProcessor("ab", tok)
+    assert RegexProcessor("ab", tok, eos_token_id=0).eos_token_ids == [0]
+
+
+def test_index_building_is_lazy(deepseek):
+    """A pattern whose full DFA is huge still gets its first mask quickly."""
+    proc = RegexProcessor(r"(a|b)*a(a|b){40}", deepseek)
+    allowed = proc.index.allowed(proc.dfa.starts[0])
+    assert len(allowed) > 0
+    assert proc.dfa.num_states < 5000
