@@ -19,7 +19,7 @@ Mistral...). Anything else raises
 
 >>> from transformers import AutoTokenizer                   # doctest: +SKIP
 >>> vocab = Vocabulary.from_tokenizer(AutoTokenizer.from_pretrained("gpt2"))  # doctest: +SKIP
->>> vocab.token_bytes[vocab.token_id("Ġthe")]                 # doctest: +SKIP
+>>> vocab.token_bytes[tokenizer.convert_tokens_to_ids("Ġthe")]  # doctest: +SKIP
 b' the'
 """
 
@@ -74,7 +74,7 @@ def _flatten(spec: dict) -> list[dict]:
 
 
 def _piece_decoder(tokenizer):
-    """Return (piece -> bytes|None function, strip_leading_space) for ``tokenizer``."""
+    """Return (decoder kind, piece -> bytes|None function, strip_leading_space)."""
     spec = _decoder_spec(tokenizer)
     if spec is None:
         raise UnsupportedTokenizerError(
@@ -89,7 +89,7 @@ def _piece_decoder(tokenizer):
                 return bytes(_BYTE_DECODER[c] for c in piece)
             except KeyError:
                 return None
-        return piece_bytes, False
+        return "bytelevel", piece_bytes, False
 
     replace_from, strip, byte_fallback = None, False, False
     for p in parts:
@@ -123,7 +123,36 @@ def _piece_decoder(tokenizer):
             if m:
                 return bytes([int(m.group(1), 16)])
         return piece.replace(replace_from, " ").encode("utf-8")
-    return piece_bytes, strip
+    return "sentencepiece", piece_bytes, strip
+
+
+_BYTELEVEL_TABLE = {ord(c): b for c, b in _BYTE_DECODER.items()}
+_BYTELEVEL_ALPHABET = frozenset(_BYTE_DECODER)
+
+
+def _pieces(tokenizer, size: int) -> list:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        get = backend.id_to_token
+        return [get(i) for i in range(size)]
+    return tokenizer.convert_ids_to_tokens(list(range(size)))
+
+
+def _bytelevel_arrays(pieces: list, usable: np.ndarray):
+    """Vectorised GPT-2 byte decoding of all pieces at once: (flat, offsets, lengths)."""
+    n = len(pieces)
+    texts = [p if (ok and p) else "" for p, ok in zip(pieces, usable)]
+    joined = "".join(texts)
+    if not set(joined) <= _BYTELEVEL_ALPHABET:  # rare: drop pieces outside the byte alphabet
+        for i, t in enumerate(texts):
+            if t and not set(t) <= _BYTELEVEL_ALPHABET:
+                texts[i] = ""
+        joined = "".join(texts)
+    flat = np.frombuffer(joined.translate(_BYTELEVEL_TABLE).encode("latin-1"), dtype=np.uint8)
+    lens = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+    offs = np.zeros(n, dtype=np.int64)
+    np.cumsum(lens[:-1], out=offs[1:])
+    return flat, offs, lens
 
 
 class Vocabulary:
@@ -131,20 +160,40 @@ class Vocabulary:
 
     _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
-    def __init__(self, token_bytes: list, *, strip_leading_space: bool = False,
-                 eos_token_ids=(), name: str = ""):
-        self.token_bytes = token_bytes
-        self.size = len(token_bytes)
-        self.strip_leading_space = strip_leading_space
+    def __init__(self, flat: np.ndarray, tok_off: np.ndarray, tok_len: np.ndarray, *,
+                 strip_leading_space: bool = False, eos_token_ids=(), name: str = ""):
+        self.flat = np.ascontiguousarray(flat, dtype=np.uint8)
+        self.tok_off = np.asarray(tok_off, dtype=np.int64)
+        self.tok_len = np.asarray(tok_len, dtype=np.int64)
+        self.size = len(self.tok_len)
+        self.strip_leading_space = bool(strip_leading_space)
         self.default_eos_ids = tuple(eos_token_ids)
         self.name = name
-        self._build_trie()
+        self._token_bytes = None
         h = hashlib.sha256()
         h.update(b"strip" if strip_leading_space else b"keep")
-        for i, b in enumerate(token_bytes):
-            if b is not None:
-                h.update(i.to_bytes(4, "little") + len(b).to_bytes(2, "little") + b)
+        h.update(self.tok_len.tobytes())
+        h.update(self.flat[: int(self.tok_off[-1] + self.tok_len[-1]) if self.size else 0].tobytes())
         self.fingerprint = h.hexdigest()[:32]
+        self._build_trie()
+
+    @classmethod
+    def from_token_bytes(cls, token_bytes: list, **kwargs) -> "Vocabulary":
+        """Build from a list giving each token id's bytes (``None`` = never generate)."""
+        data = [b or b"" for b in token_bytes]
+        lens = np.fromiter(map(len, data), dtype=np.int64, count=len(data))
+        offs = np.zeros(len(data), dtype=np.int64)
+        np.cumsum(lens[:-1], out=offs[1:])
+        return cls(np.frombuffer(b"".join(data), dtype=np.uint8), offs, lens, **kwargs)
+
+    @property
+    def token_bytes(self) -> list:
+        """Per token id, its bytes or ``None`` (built on first use; for tests and tools)."""
+        if self._token_bytes is None:
+            data = self.flat.tobytes()
+            self._token_bytes = [data[o:o + n] if n else None
+                                 for o, n in zip(self.tok_off.tolist(), self.tok_len.tolist())]
+        return self._token_bytes
 
     # -- construction ---------------------------------------------------
     @classmethod
@@ -156,19 +205,24 @@ class Vocabulary:
             cached = None
         if cached is not None:
             return cached
-        piece_bytes, strip = _piece_decoder(tokenizer)
+        kind, piece_bytes, strip = _piece_decoder(tokenizer)
         size = len(tokenizer)
-        token_bytes: list = [None] * size
+        pieces = _pieces(tokenizer, size)
+        usable = np.array([p is not None for p in pieces], dtype=bool)
         banned = set(getattr(tokenizer, "all_special_ids", []) or [])
         banned.update(getattr(tokenizer, "added_tokens_decoder", {}).keys())
-        for piece, idx in tokenizer.get_vocab().items():
-            if idx >= size or idx in banned:
-                continue
-            b = piece_bytes(piece)
-            if b:
-                token_bytes[idx] = b
+        banned = [b for b in banned if 0 <= b < size]
+        usable[banned] = False
+        if kind == "bytelevel":
+            flat, offs, lens = _bytelevel_arrays(pieces, usable)
+        else:
+            data = [piece_bytes(p) if ok else b"" for p, ok in zip(pieces, usable)]
+            lens = np.fromiter(map(len, data), dtype=np.int64, count=size)
+            offs = np.zeros(size, dtype=np.int64)
+            np.cumsum(lens[:-1], out=offs[1:])
+            flat = np.frombuffer(b"".join(data), dtype=np.uint8)
         eos = getattr(tokenizer, "eos_token_id", None)
-        vocab = cls(token_bytes, strip_leading_space=strip,
+        vocab = cls(flat, offs, lens, strip_leading_space=strip,
                     eos_token_ids=() if eos is None else (eos,),
                     name=getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
         if getattr(tokenizer, "clean_up_tokenization_spaces", False):
@@ -184,15 +238,15 @@ class Vocabulary:
             pass
         return vocab
 
-    def verify_against(self, tokenizer, samples: int = 256, seed: int = 0) -> None:
+    def verify_against(self, tokenizer, samples: int = 64, seed: int = 0) -> None:
         """Check our byte mapping against ``tokenizer.decode`` on random token pairs."""
         rng = random.Random(seed)
-        ids = [i for i, b in enumerate(self.token_bytes) if b is not None]
+        ids = np.nonzero(self.tok_len > 0)[0].tolist()
         if not ids:
             raise UnsupportedTokenizerError("the tokenizer has no usable (non-special) tokens")
         for _ in range(samples):
             pair = [rng.choice(ids), rng.choice(ids)]
-            raw = b"".join(self.token_bytes[i] for i in pair)
+            raw = b"".join(self.flat[self.tok_off[i]:self.tok_off[i] + self.tok_len[i]].tobytes() for i in pair)
             try:
                 expected = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -207,73 +261,44 @@ class Vocabulary:
                 )
 
     def _build_trie(self):
-        """Breadth-first byte trie over the distinct token byte strings (vectorised)."""
-        uniq = sorted({b for b in self.token_bytes if b is not None})
-        if not uniq:
+        """Breadth-first byte trie over all token byte strings (vectorised, per depth).
+
+        Nodes at depth ``d`` are the distinct (parent, byte) pairs, numbered in
+        sorted order, so each node's children are contiguous and the parent
+        array is non-decreasing.
+        """
+        lens, offs, flat = self.tok_len, self.tok_off, self.flat
+        tid = np.nonzero(lens > 0)[0]
+        if len(tid) == 0:
             raise UnsupportedTokenizerError("the tokenizer has no usable (non-special) tokens")
-        lens = np.fromiter((len(b) for b in uniq), dtype=np.int64, count=len(uniq))
-        n = len(uniq)
-        lmax = int(lens.max())
-        flat = np.frombuffer(b"".join(uniq), dtype=np.uint8)
-        offs = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(lens, out=offs[1:])
-        # Padded matrix, filled column by column (memory n * lmax bytes).
-        mat = np.zeros((n, lmax), dtype=np.uint8)
-        pos = np.arange(lmax)
-        rows = np.repeat(np.arange(n), lens)
-        cols = np.arange(len(flat)) - np.repeat(offs[:-1], lens)
-        mat[rows, cols] = flat
-        # Longest common prefix with the previous string in sorted order.
-        lcp = np.zeros(n, dtype=np.int64)
-        if n > 1:
-            minlen = np.minimum(lens[1:], lens[:-1])
-            mism = (mat[1:] != mat[:-1]) | (pos[None, :] >= minlen[:, None])
-            lcp[1:] = mism.argmax(axis=1)
+        node_of = np.zeros(len(tid), dtype=np.int64)
+        tl, to = lens[tid], offs[tid]
         node_byte = [np.zeros(1, np.uint8)]
         parent = [np.full(1, -1, np.int64)]
-        node_of = np.zeros(n, dtype=np.int64)  # node at the current depth, per string
         next_id = 1
-        active = np.arange(n)
-        for d in range(1, lmax + 1):
-            active = active[lens[active] >= d]
+        active = np.arange(len(tid))
+        d = 0
+        while True:
+            d += 1
+            active = active[tl[active] >= d]
             if len(active) == 0:
                 break
-            new = lcp[active] < d
-            ids = next_id + np.cumsum(new) - 1
-            parent.append(node_of[active][new])
-            node_byte.append(mat[active[new], d - 1])
-            node_of[active] = ids
-            next_id += int(new.sum())
-        del mat
+            key = node_of[active] * 256 + flat[to[active] + d - 1]
+            uniq, inv = np.unique(key, return_inverse=True)
+            parent.append(uniq >> 8)
+            node_byte.append((uniq & 255).astype(np.uint8))
+            node_of[active] = next_id + inv
+            next_id += len(uniq)
         self.node_byte = np.concatenate(node_byte)
         par = np.concatenate(parent)
-        n_nodes = len(par)
-        self.num_nodes = n_nodes
+        self.num_nodes = n_nodes = len(par)
         nodes = np.arange(n_nodes)
-        self.child_start = (np.searchsorted(par[1:], nodes, "left") + 1).astype(np.int64)
-        self.child_end = (np.searchsorted(par[1:], nodes, "right") + 1).astype(np.int64)
-        # Terminal token ids per node (several ids may spell the same bytes).
-        index_of = {b: i for i, b in enumerate(uniq)}
-        tid = np.array([i for i, b in enumerate(self.token_bytes) if b is not None], dtype=np.int64)
-        u = np.fromiter((index_of[self.token_bytes[i]] for i in tid), dtype=np.int64, count=len(tid))
-        term_node = node_of[u]
-        order = np.argsort(term_node, kind="stable")
+        self.child_start = np.searchsorted(par[1:], nodes, "left") + 1
+        self.child_end = np.searchsorted(par[1:], nodes, "right") + 1
+        order = np.argsort(node_of, kind="stable")
         self.term_ids = tid[order]
-        sorted_nodes = term_node[order]
+        sorted_nodes = node_of[order]
         self.term_start = np.searchsorted(sorted_nodes, nodes, "left")
         self.term_end = np.searchsorted(sorted_nodes, nodes, "right")
-        # Per token id: where its bytes live in ``flat`` (length 0 = not generatable).
-        self.flat = flat
-        self.tok_off = np.zeros(self.size, dtype=np.int64)
-        self.tok_len = np.zeros(self.size, dtype=np.int64)
-        self.tok_off[tid] = offs[u]
-        self.tok_len[tid] = lens[u]
-        single = {b[0] for b in uniq if len(b) == 1}
-        self.full_byte_coverage = len(single) == 256
-
-    def token_id(self, piece_bytes_or_str) -> int:
-        b = piece_bytes_or_str.encode() if isinstance(piece_bytes_or_str, str) else piece_bytes_or_str
-        for i, tb in enumerate(self.token_bytes):
-            if tb == b:
-                return i
-        raise KeyError(b)
+        singles = flat[to[tl == 1]]
+        self.full_byte_coverage = len(np.unique(singles)) == 256
