@@ -19,6 +19,7 @@ from .errors import (
     UnsupportedRegexError,
     UnsupportedTokenizerError,
 )
+from . import cache
 from .output import Generation, Sequence, reshape_samples
 from .processor import RegexProcessor
 

@@ -363,6 +363,46 @@ class LazyDFA:
                     frontier.append(t)
         return True
 
+    # -- persistence -----------------------------------------------------
+    def export_states(self) -> dict:
+        """Plain arrays describing every state found so far (for the disk cache)."""
+        n = self.num_states
+        members = [np.array(sorted(k[0]), dtype=np.int64) for k in self._keys]
+        sizes = np.fromiter((len(m) for m in members), dtype=np.int64, count=n)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return {
+            "dfa_members": np.concatenate(members) if n else np.zeros(0, np.int64),
+            "dfa_offsets": offsets,
+            "dfa_strip": np.array([k[1] for k in self._keys], dtype=bool),
+            "dfa_table": self.table[:n].copy(),
+            "dfa_expanded": self.expanded[:n].copy(),
+            "dfa_byte_class": self.byte_class.copy(),
+        }
+
+    def import_states(self, arrays: dict) -> np.ndarray:
+        """Add the states of :meth:`export_states` output (same patterns) to this DFA.
+
+        Returns the map from the exported state ids to ours. State ids differ
+        between processes (lazy discovery order), so states are matched by their
+        NFA state sets, which are deterministic for the same patterns.
+        """
+        if not np.array_equal(arrays["dfa_byte_class"], self.byte_class):
+            raise ValueError("cached automaton was built from different patterns")
+        offsets, members, strip = arrays["dfa_offsets"], arrays["dfa_members"], arrays["dfa_strip"]
+        n = len(offsets) - 1
+        mapping = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            key_set = frozenset(members[offsets[i]:offsets[i + 1]].tolist())
+            mapping[i] = DEAD if not key_set else self._intern(key_set, bool(strip[i]))
+        table, expanded = arrays["dfa_table"], arrays["dfa_expanded"]
+        for i in np.nonzero(expanded)[0]:
+            ours = mapping[i]
+            if not self.expanded[ours]:
+                self.table[ours] = mapping[table[i]]
+                self.expanded[ours] = True
+        return mapping
+
     # -- queries -------------------------------------------------------
     @property
     def num_states(self) -> int:

@@ -104,6 +104,13 @@ def _quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+def _show(text: str) -> str:
+    """A text as is when that is unambiguous, else quoted (empty, edge spaces, control chars)."""
+    if not text or text != text.strip() or any(not c.isprintable() for c in text):
+        return _quote(text)
+    return text
+
+
 def _marks():
     """(check, cross) symbols that the terminal's encoding can print."""
     enc = getattr(sys.stdout, "encoding", None) or "ascii"
@@ -227,7 +234,11 @@ def _patterns_from_args(args, num_prompts: int) -> list:
         schema = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise CLIError(f"{path!r} is not valid JSON: {exc}") from exc
-    return [schema_to_regex(schema)] * num_prompts
+    try:
+        pattern = schema_to_regex(schema)
+    except (ValueError, TypeError) as exc:  # SchemaError is a ValueError
+        raise CLIError(f"cannot use the JSON Schema {path!r}: {_one_line(exc)}") from exc
+    return [pattern] * num_prompts
 
 
 def _check_patterns(patterns: list) -> None:
@@ -256,10 +267,15 @@ def _load(args):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = _pick_device(args.device)
+    name = args.model
+    if name.startswith(("~", ".", "/", "\\")) or os.path.isabs(name):  # a local path, not a hub name
+        name = os.path.expanduser(name)
+        if not os.path.isdir(name):
+            raise CLIError(f"no such model directory: {args.model!r}")
     common = {"trust_remote_code": True} if args.trust_remote_code else {}
     try:
         with _progress(f"loading tokenizer {args.model}", args.quiet):
-            tok = AutoTokenizer.from_pretrained(args.model, **common)
+            tok = AutoTokenizer.from_pretrained(name, **common)
     except Exception as exc:
         raise CLIError(f"could not load the tokenizer of {args.model!r}: {_one_line(exc)}") from exc
     kwargs = dict(common)
@@ -270,7 +286,7 @@ def _load(args):
         kwargs["device_map"] = "auto"
     try:
         with _progress(f"loading model {args.model}", args.quiet):
-            model = AutoModelForCausalLM.from_pretrained(args.model, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
             if device != "auto":
                 model = model.to(device)
             model.eval()
@@ -369,8 +385,8 @@ def cmd_generate(args) -> int:
             "shape": [n, len(prompts)],
             "prompts": prompts,
             "patterns": patterns,
-            "results": [[{"text": g.sequences[s].text, "complete": bool(g.sequences[s].finished),
-                          "num_tokens": len(g.sequences[s].token_ids)} for g in gens] for s in range(n)],
+            "results": [[{"text": g.sequences[s].text, "complete": bool(g.sequences[s].finished)}
+                         for g in gens] for s in range(n)],
         }
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
@@ -381,7 +397,7 @@ def cmd_generate(args) -> int:
         print(f"prompt {p + 1}/{len(prompts)}: {_quote(prompts[p])}")
         for s, seq in enumerate(g.sequences):
             note = "" if seq.finished else "   (truncated by --max-new-tokens: a prefix of a match)"
-            print(f"  {s + 1:>{width}}. {_quote(seq.text)}{note}")
+            print(f"  {s + 1:>{width}}. {_show(seq.text)}{note}")
     return 0
 
 

@@ -35,6 +35,7 @@ class TokenIndex:
         self.pad_token_id = pad_token_id
         self.node_cls = dfa.byte_class[vocab.node_byte]
         self._allowed: dict[int, np.ndarray] = {}
+        self._packed: dict[int, np.ndarray] = {}  # imported from the disk cache, unpacked on use
         self._live: np.ndarray | None = None  # token-level liveness (partial vocabularies)
         self._is_eos = np.zeros(max(vocab.size, int(self.eos_ids.max()) + 1), dtype=bool)
         self._is_eos[self.eos_ids] = True
@@ -121,6 +122,11 @@ class TokenIndex:
         got = self._allowed.get(q)
         if got is not None:
             return got
+        packed = self._packed.pop(q, None)
+        if packed is not None:
+            ids = np.flatnonzero(np.unpackbits(packed, bitorder="little")).astype(np.int32)
+            self._allowed[q] = ids
+            return ids
         if q == DEAD or q == FINISHED:
             ids = self.eos_ids
             if self.pad_token_id is not None and q == FINISHED:
@@ -132,11 +138,37 @@ class TokenIndex:
                     np.array([t < len(self._live) and self._live[t] for t in nxt], dtype=bool)]
             if self.dfa.accepting[q]:
                 ids = np.concatenate([ids, self.eos_ids])
-            ids = np.unique(ids)
+            ids = np.unique(ids).astype(np.int32)
             if len(ids) == 0:  # cannot happen for live states; guard against silent NaNs
                 raise StateLimitError(f"internal error: state {q} allows no token")
         self._allowed[q] = ids
         return ids
+
+    @property
+    def num_computed(self) -> int:
+        return len(self._allowed) + len(self._packed)
+
+    def _bits_width(self) -> int:
+        top = max(self.vocab.size, int(self.eos_ids.max()) + 1,
+                  (self.pad_token_id + 1) if self.pad_token_id is not None else 0)
+        return ((top + 7) // 8) * 8
+
+    def export_masks(self) -> dict:
+        """Packed masks of every state computed so far (for the disk cache)."""
+        width = self._bits_width()
+        states = sorted(s for s in set(self._allowed) | set(self._packed) if s > 0)
+        rows = [self._packed[s] if s in self._packed else self.mask_bytes(s, width) for s in states]
+        return {"idx_states": np.array(states, dtype=np.int64),
+                "idx_bits": np.stack(rows) if rows else np.zeros((0, width // 8), np.uint8)}
+
+    def import_masks(self, arrays: dict, mapping: np.ndarray) -> None:
+        """Adopt masks exported by :meth:`export_masks` (``mapping``: their ids -> ours)."""
+        if arrays["idx_bits"].shape[1] != self._bits_width() // 8:
+            raise ValueError("cached masks were built for a different vocabulary width")
+        for s, bits in zip(arrays["idx_states"].tolist(), arrays["idx_bits"]):
+            ours = int(mapping[s])
+            if ours not in self._allowed:
+                self._packed[ours] = bits
 
     def mask_bytes(self, q: int, width: int) -> np.ndarray:
         """Packed little-endian bitmask (``ceil(width/8)`` bytes) of :meth:`allowed`."""

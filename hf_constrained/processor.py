@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
+from . import cache as disk
 from .automaton import DEAD, DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_STATES, LazyDFA
 from .errors import GenerationConflictError
 from .index import FINISHED, TokenIndex
@@ -179,6 +180,15 @@ class _Run:
         return out
 
 
+def _save_after_call(proc_ref):
+    proc = proc_ref()
+    if proc is not None:
+        try:
+            proc.save_index()
+        except Exception:  # never let a cache write break the caller
+            pass
+
+
 class RegexProcessor(LogitsProcessor):
     r"""Constrain ``generate()`` so that every sample and beam matches a regex.
 
@@ -210,7 +220,8 @@ class RegexProcessor(LogitsProcessor):
     """
 
     def __init__(self, pattern_or_patterns, tokenizer, *, eos_token_id=None,
-                 max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES):
+                 max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
+                 cache_dir=None):
         if isinstance(pattern_or_patterns, str):
             patterns, self.per_prompt = [pattern_or_patterns], False
         elif isinstance(pattern_or_patterns, (list, tuple)) and pattern_or_patterns and all(
@@ -220,7 +231,8 @@ class RegexProcessor(LogitsProcessor):
             raise TypeError("pattern_or_patterns must be a regex string or a non-empty list of them")
         self.patterns = patterns
         self.tokenizer = tokenizer
-        self.vocab = Vocabulary.from_tokenizer(tokenizer)
+        self.cache_dir = disk.resolve_cache_dir(cache_dir)
+        self.vocab = Vocabulary.from_tokenizer(tokenizer, cache_dir=self.cache_dir or False)
         if eos_token_id is None:
             eos_ids = list(self.vocab.default_eos_ids)
         elif isinstance(eos_token_id, int):
@@ -239,9 +251,62 @@ class RegexProcessor(LogitsProcessor):
         self.index = TokenIndex(self.dfa, self.vocab, eos_ids, pad_token_id=self.pad_token_id)
         start_of = {p: s for p, s in zip(distinct, self.dfa.starts)}
         self._starts = np.array([start_of[p] for p in patterns], dtype=np.int64)
+        self._cache_path = self._cache_key = None
+        self.index_source = "built"
+        if self.cache_dir is not None:
+            self._cache_key = disk.digest("index", self.vocab.fingerprint, distinct, sorted(eos_ids),
+                                          self.pad_token_id, self.vocab.strip_leading_space)
+            self._cache_path = self.cache_dir / f"index-{self._cache_key[:40]}.npz"
+            self._load_or_build_index()
+        else:
+            for s in set(self._starts.tolist()):
+                self.index.allowed(s)
+        self._saved = (self.dfa.num_states, self.index.num_computed)
         self._run: _Run | None = None
         self._masks: _MaskTable | None = None
         self._pow: torch.Tensor | None = None
+
+    # ------------------------------------------------------------ disk cache
+    def _merge_from_disk(self) -> bool:
+        arrays = disk.load(self._cache_path, self._cache_key)
+        if arrays is None:
+            return False
+        try:
+            mapping = self.dfa.import_states(arrays)
+            self.index.import_masks(arrays, mapping)
+        except (ValueError, KeyError, IndexError):
+            return False  # foreign or inconsistent file: ignore it, it gets rewritten
+        return True
+
+    def _load_or_build_index(self):
+        """Load the index from disk, or build the first masks and store them.
+
+        The lock makes a second process wait for the first one's build
+        (``index_source == "waited"``) rather than duplicating it.
+        """
+        with disk.locked(self._cache_path) as waited:
+            if self._merge_from_disk():
+                self.index_source = "waited" if waited else "disk"
+                return
+            for s in set(self._starts.tolist()):
+                self.index.allowed(s)
+            disk.save(self._cache_path, self._cache_key, {**self.dfa.export_states(), **self.index.export_masks()})
+            self.index_source = "built"
+
+    def save_index(self) -> bool:
+        """Merge the states computed so far into the disk cache (done automatically
+        after each generate() call). Returns True if something was written."""
+        if self._cache_path is None:
+            return False
+        now = (self.dfa.num_states, self.index.num_computed)
+        if now == self._saved:
+            return False
+        with disk.locked(self._cache_path):
+            self._merge_from_disk()
+            ok = disk.save(self._cache_path, self._cache_key,
+                           {**self.dfa.export_states(), **self.index.export_masks()})
+        self._saved = (self.dfa.num_states, self.index.num_computed)
+        return ok
 
     # ------------------------------------------------------------ call
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
@@ -249,6 +314,8 @@ class RegexProcessor(LogitsProcessor):
         run = self._run
         if run is None or not run.is_same(config, input_ids):
             run = self._run = _Run(self, input_ids, config)
+            if config is not None and self._cache_path is not None:
+                weakref.finalize(config, _save_after_call, weakref.ref(self))
             states = run.start_states
         else:
             states = self._advance(run, input_ids)

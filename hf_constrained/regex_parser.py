@@ -154,17 +154,17 @@ class _Parser:
                 self._anchor(c if c != "\\" else "\\" + self.peek(1), pos, top, start)
                 continue
             atom = self.atom()
+            repeated = False
             if atom is _COMMENT:
                 # Like re, a comment adds no item: a quantifier right after it
                 # applies to the item before it ("a(?#x)*" is "a*").
                 if not self._at_quantifier():
                     continue
                 if not items:
-                    self.error("nothing to repeat")
-                if last_quantified:
-                    self.error("multiple repeat")
+                    self._nothing_to_repeat()
                 atom = items.pop()
-            quantified = self.quantifiers(atom)
+                repeated = last_quantified
+            quantified = self.quantifiers(atom, seen=repeated)
             last_quantified = quantified is not atom
             items.append(quantified)
         return items[0] if len(items) == 1 else ("cat", tuple(items))
@@ -173,10 +173,16 @@ class _Parser:
         c = self.peek()
         return (c != "" and c in "*+?") or (c == "{" and self._counted_lookahead())
 
+    def _nothing_to_repeat(self):
+        pos = self.i
+        if self.peek() == "{":
+            self._counted()  # like re, report "{2,1}" before "nothing to repeat"
+        self.error("nothing to repeat", pos)
+
     def _anchor(self, token: str, pos: int, top: bool, start: int):
         self.i += len(token)
         if self._at_quantifier():
-            self.error("nothing to repeat")
+            self._nothing_to_repeat()
         at_start = token in ("^", "\\A")
         if top and at_start and pos == start:
             return  # no-op under fullmatch
@@ -184,14 +190,13 @@ class _Parser:
             return  # no-op under fullmatch
         where = "at the start" if at_start else "at the end"
         self.unsupported(
-            f"anchor {token!r}",
+            f"anchor '{token}'",
             pos,
             f"anchors are only allowed {where} of the whole pattern "
             "(the match is always a full match); remove it",
         )
 
-    def quantifiers(self, atom):
-        seen = False
+    def quantifiers(self, atom, seen: bool = False):
         while True:
             pos = self.i
             c = self.peek()
@@ -232,10 +237,8 @@ class _Parser:
     def atom(self):
         c = self.peek()
         pos = self.i
-        if c in "*+?":
-            self.error("nothing to repeat")
-        if c == "{" and self._counted_lookahead():
-            self.error("nothing to repeat")
+        if c in "*+?" or (c == "{" and self._counted_lookahead()):
+            self._nothing_to_repeat()
         if c == "(":
             return self.group()
         if c == "[":

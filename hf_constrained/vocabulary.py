@@ -34,6 +34,7 @@ import weakref
 
 import numpy as np
 
+from . import cache as disk
 from .errors import UnsupportedTokenizerError
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -160,8 +161,10 @@ class Vocabulary:
 
     _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
+    _TRIE_ARRAYS = ("node_byte", "child_start", "child_end", "term_ids", "term_start", "term_end")
+
     def __init__(self, flat: np.ndarray, tok_off: np.ndarray, tok_len: np.ndarray, *,
-                 strip_leading_space: bool = False, eos_token_ids=(), name: str = ""):
+                 strip_leading_space: bool = False, eos_token_ids=(), name: str = "", trie: dict | None = None):
         self.flat = np.ascontiguousarray(flat, dtype=np.uint8)
         self.tok_off = np.asarray(tok_off, dtype=np.int64)
         self.tok_len = np.asarray(tok_len, dtype=np.int64)
@@ -175,7 +178,20 @@ class Vocabulary:
         h.update(self.tok_len.tobytes())
         h.update(self.flat[: int(self.tok_off[-1] + self.tok_len[-1]) if self.size else 0].tobytes())
         self.fingerprint = h.hexdigest()[:32]
-        self._build_trie()
+        self.source = "built"
+        if trie is None:
+            self._build_trie()
+        else:
+            for k in self._TRIE_ARRAYS:
+                setattr(self, k, trie[k])
+            self.num_nodes = len(self.node_byte)
+            self.full_byte_coverage = bool(trie["full_byte_coverage"])
+
+    def export(self) -> dict:
+        out = {k: getattr(self, k) for k in self._TRIE_ARRAYS}
+        out.update(flat=self.flat, tok_off=self.tok_off, tok_len=self.tok_len,
+                   full_byte_coverage=np.array(self.full_byte_coverage))
+        return out
 
     @classmethod
     def from_token_bytes(cls, token_bytes: list, **kwargs) -> "Vocabulary":
@@ -197,8 +213,11 @@ class Vocabulary:
 
     # -- construction ---------------------------------------------------
     @classmethod
-    def from_tokenizer(cls, tokenizer, *, verify: bool = True) -> "Vocabulary":
-        """Build (or fetch from the per-process cache) the vocabulary of ``tokenizer``."""
+    def from_tokenizer(cls, tokenizer, *, verify: bool = True, cache_dir=None) -> "Vocabulary":
+        """Build (or fetch from the per-process or disk cache) the vocabulary of ``tokenizer``.
+
+        ``cache_dir``: see :func:`hf_constrained.cache.resolve_cache_dir`.
+        """
         try:
             cached = cls._cache.get(tokenizer)
         except TypeError:
@@ -213,6 +232,21 @@ class Vocabulary:
         banned.update(getattr(tokenizer, "added_tokens_decoder", {}).keys())
         banned = [b for b in banned if 0 <= b < size]
         usable[banned] = False
+        eos = getattr(tokenizer, "eos_token_id", None)
+        meta = dict(strip_leading_space=strip, eos_token_ids=() if eos is None else (eos,),
+                    name=getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+        folder = disk.resolve_cache_dir(cache_dir)
+        key = path = None
+        if folder is not None:
+            key = disk.digest("vocab", kind, strip, size, "\x00".join(p if p is not None else "\x01" for p in pieces),
+                              np.nonzero(~usable)[0])
+            path = folder / f"vocab-{key[:40]}.npz"
+            arrays = disk.load(path, key)
+            if arrays is not None:
+                vocab = cls(arrays["flat"], arrays["tok_off"], arrays["tok_len"], trie=arrays, **meta)
+                vocab.source = "disk"
+                cls._remember(tokenizer, vocab)
+                return vocab
         if kind == "bytelevel":
             flat, offs, lens = _bytelevel_arrays(pieces, usable)
         else:
@@ -221,10 +255,7 @@ class Vocabulary:
             offs = np.zeros(size, dtype=np.int64)
             np.cumsum(lens[:-1], out=offs[1:])
             flat = np.frombuffer(b"".join(data), dtype=np.uint8)
-        eos = getattr(tokenizer, "eos_token_id", None)
-        vocab = cls(flat, offs, lens, strip_leading_space=strip,
-                    eos_token_ids=() if eos is None else (eos,),
-                    name=getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+        vocab = cls(flat, offs, lens, **meta)
         if getattr(tokenizer, "clean_up_tokenization_spaces", False):
             warnings.warn(
                 "this tokenizer has clean_up_tokenization_spaces=True, so tokenizer.decode() may "
@@ -232,11 +263,17 @@ class Vocabulary:
                 "(RegexProcessor.decode does)", stacklevel=3)
         if verify:
             vocab.verify_against(tokenizer)
+        if path is not None:
+            disk.save(path, key, vocab.export())
+        cls._remember(tokenizer, vocab)
+        return vocab
+
+    @classmethod
+    def _remember(cls, tokenizer, vocab):
         try:
             cls._cache[tokenizer] = vocab
         except TypeError:
             pass
-        return vocab
 
     def verify_against(self, tokenizer, samples: int = 64, seed: int = 0) -> None:
         """Check our byte mapping against ``tokenizer.decode`` on random token pairs."""

@@ -39,3 +39,11 @@ def mistral_model(mistral):
 @pytest.fixture(scope="session")
 def local_model(local_tok):
     return offline.tiny_model(local_tok, "llama")
+
+
+def pytest_configure(config):
+    """Keep the suite's disk cache in a fresh temporary folder, never in ~/.cache."""
+    import os
+    import tempfile
+
+    os.environ["HF_CONSTRAINED_CACHE"] = tempfile.mkdtemp(prefix="hf_constrained_test_cache_")

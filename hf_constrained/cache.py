@@ -1,0 +1,128 @@
+"""On-disk cache for tokenizer preparation and token indexes.
+
+* Location: ``cache_dir=`` argument, else the ``HF_CONSTRAINED_CACHE``
+  environment variable (``0`` turns caching off), else
+  ``$XDG_CACHE_HOME/hf_constrained`` (``~/.cache/hf_constrained``).
+* Format: numpy ``.npz`` files of plain numeric arrays, loaded with
+  ``allow_pickle=False`` (loading can never run code), plus a JSON header
+  holding the format version and the full key. A file that is corrupted,
+  truncated, from another version or for another key is ignored and rebuilt.
+* Writes go to a temporary file in the same folder and are renamed into place
+  (atomic); an advisory lock file serialises builders across processes so a
+  second process waits for the first one's build instead of duplicating it.
+
+>>> d = resolve_cache_dir(False) is None
+>>> d
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+ENV = "HF_CONSTRAINED_CACHE"
+
+try:  # POSIX advisory locks; elsewhere builds may duplicate but stay correct
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
+
+
+def resolve_cache_dir(cache_dir=None) -> Path | None:
+    """The cache folder to use, or None when caching is off."""
+    if cache_dir is False:
+        return None
+    if cache_dir is not None and cache_dir is not True:
+        return Path(cache_dir)
+    env = os.environ.get(ENV)
+    if env is not None:
+        if env.strip().lower() in ("", "0", "false", "off", "no"):
+            return None
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "hf_constrained"
+
+
+def digest(*parts) -> str:
+    """Stable hex key for strings/bytes/ints/lists (with the format version mixed in)."""
+    h = hashlib.sha256(f"hf_constrained-cache-v{FORMAT_VERSION}".encode())
+    for p in parts:
+        if isinstance(p, (bytes, bytearray, memoryview)):
+            b = bytes(p)
+        elif isinstance(p, np.ndarray):
+            b = p.tobytes()
+        else:
+            b = json.dumps(p, sort_keys=True, ensure_ascii=False).encode()
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def save(path: Path, key: str, arrays: dict) -> bool:
+    """Atomically write ``arrays`` under ``key``. Returns False if the disk refused."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        header = json.dumps({"format": FORMAT_VERSION, "key": key}).encode()
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, __header__=np.frombuffer(header, dtype=np.uint8), **arrays)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return True
+    except OSError:
+        return False
+
+
+def load(path: Path, key: str) -> dict | None:
+    """Arrays stored under ``key`` at ``path``, or None if absent/corrupt/foreign."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            header = json.loads(bytes(z["__header__"]).decode())
+            if header.get("format") != FORMAT_VERSION or header.get("key") != key:
+                return None
+            return {k: z[k] for k in z.files if k != "__header__"}
+    except Exception:  # missing, truncated, not a zip, bad header, object arrays...
+        return None
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """Exclusive advisory lock on ``path.lock``; yields True if we had to wait."""
+    path = Path(path)
+    if fcntl is None:
+        yield False
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield False
+        return
+    waited = False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waited = True
+            t0 = time.monotonic()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            del t0
+        yield waited
+    finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)

@@ -1,0 +1,266 @@
+"""The ``hf-constrained`` command line.
+
+The main paths run as real subprocesses (``python -m hf_constrained ...``),
+started together so that their interpreter start-up overlaps; the remaining
+edge cases call :func:`hf_constrained.cli.main` in-process (same code, no
+start-up cost).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_constrained import cli, offline
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE = r"[0-9]{3}-[a-z]{2}"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny_model")
+    tok = offline.local_tokenizer()
+    offline.tiny_model(tok).save_pretrained(d)
+    tok.save_pretrained(d)
+    return str(d)
+
+
+class _Runs:
+    """Subprocesses started all at once; ``get(name)`` waits for one."""
+
+    def __init__(self, commands: dict):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONIOENCODING"] = "utf-8"
+        env.pop("HF_CONSTRAINED_TRACEBACK", None)
+        self.procs = {
+            name: subprocess.Popen([sys.executable, "-m", "hf_constrained", *args], cwd=ROOT, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   encoding="utf-8")
+            for name, args in commands.items()
+        }
+        self.results = {}
+
+    def get(self, name):
+        if name not in self.results:
+            out, err = self.procs[name].communicate(timeout=120)
+            self.results[name] = subprocess.CompletedProcess(self.procs[name].args,
+                                                             self.procs[name].returncode, out, err)
+        return self.results[name]
+
+    def close(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+
+
+@pytest.fixture(scope="module")
+def runs(model_dir):
+    r = _Runs({
+        "demo": ["demo"],
+        "text": ["generate", "--model", model_dir, "--regex", CODE, "-n", "3", "--seed", "0",
+                 "Code:", "Another code:"],
+        "json": ["generate", "--model", model_dir, "--regex", CODE, "-n", "4", "--json", "--seed", "1",
+                 "Code:", "Second prompt:", "Third:"],
+        "choice_beams": ["generate", "--model", model_dir, "--choice", "yes", "no", "maybe (not sure)",
+                         "--beams", "4", "-n", "3", "--json", "--", "Is it raining?", "Is it sunny?"],
+        "bad_regex": ["generate", "--model", model_dir, "--regex", "[0-9", "prompt"],
+        "bad_args": ["generate", "--regex", "a", "prompt"],
+    })
+    yield r
+    r.close()
+
+
+def _assert_one_line_error(result):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    err = result.stderr.strip()
+    assert "Traceback" not in result.stderr, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+# ----------------------------------------------------------------- subprocess
+def test_demo(runs):
+    r = runs.get("demo")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "RANDOM WEIGHTS" in out and "meaningless" in out
+    assert "hf-constrained generate --model Qwen/Qwen2.5-0.5B-Instruct" in out
+    rows = [line for line in out.splitlines() if re.match(r"\s+[1-7]\s{2,}\S", line)]
+    assert len(rows) == 7, out
+    for line in rows:
+        assert line.count("✓") == 3 and "✗" not in line, line
+    for prompt in cli.DEMO_PROMPTS:
+        assert prompt in out
+    # every cell really fullmatches its column's pattern
+    cells = [re.split(r"\s+✓\s*", line.split(None, 1)[1].strip()) for line in rows]
+    for row in cells:
+        texts = [c for c in row if c]
+        assert len(texts) == 3, row
+        for pat, text in zip(cli.DEMO_PATTERNS, texts):
+            assert re.fullmatch(pat, text), (pat, text)
+    assert "✓ all 21 outputs fullmatch" in out
+    assert "(samples, batch) = (7, 3)" in out
+
+
+def test_generate_text_output(runs):
+    r = runs.get("text")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert 'prompt 1/2: "Code:"' in out and 'prompt 2/2: "Another code:"' in out
+    samples = re.findall(r"^\s+(\d+)\. (\S+)$", out, flags=re.M)
+    assert [n for n, _ in samples] == ["1", "2", "3"] * 2, out
+    assert all(re.fullmatch(CODE, text) for _, text in samples), out
+    assert "building index for" in r.stderr  # progress goes to stderr
+
+
+def test_generate_json_shape_and_flags(runs):
+    r = runs.get("json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["shape"] == [4, 3]
+    assert data["prompts"] == ["Code:", "Second prompt:", "Third:"]
+    results = data["results"]
+    assert len(results) == 4 and all(len(row) == 3 for row in results)
+    for row in results:
+        for cell in row:
+            assert set(cell) >= {"text", "complete"}
+            assert cell["complete"] is True
+            assert re.fullmatch(CODE, cell["text"]), cell
+
+
+def test_generate_choice_with_beams(runs):
+    r = runs.get("choice_beams")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["shape"] == [3, 2]
+    choices = {"yes", "no", "maybe (not sure)"}
+    for row in data["results"]:
+        for cell in row:
+            assert cell["complete"] and cell["text"] in choices, cell
+    assert data["patterns"][0] == "|".join(re.escape(c) for c in ["yes", "no", "maybe (not sure)"])
+
+
+def test_bad_regex_is_one_line_error(runs):
+    line = _assert_one_line_error(runs.get("bad_regex"))
+    assert "regex" in line and "position" in line
+    assert "loading model" not in runs.get("bad_regex").stderr  # checked before any model loads
+
+
+def test_bad_arguments_are_one_line_error(runs):
+    line = _assert_one_line_error(runs.get("bad_args"))
+    assert "--model" in line
+
+
+# ----------------------------------------------------------------- in-process
+@pytest.fixture
+def run_main(monkeypatch, capsys):
+    """``main(argv)`` in this process -> (exit code, stdout, stderr)."""
+    monkeypatch.setattr(cli, "_quiet_transformers", lambda: None)  # no global logging changes in tests
+    monkeypatch.delenv("HF_CONSTRAINED_TRACEBACK", raising=False)
+
+    def run(*argv):
+        capsys.readouterr()
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def _one_line(err):
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["generate", "--model", "M", "--regex", "a(?=b)", "p"], "unsupported regex construct"),
+    (["generate", "--model", "M", "--regex", "[^\\s\\S]", "p"], "matches no string"),
+    (["generate", "--model", "M", "--choice", "a", "b"], "no prompt given"),
+    (["generate", "--model", "M", "--regex", "a", "--beams", "2", "-n", "3", "p"], "-n 3"),
+    (["generate", "--model", "M", "--regex", "a", "--greedy", "-n", "3", "p"], "identical"),
+    (["generate", "--model", "M", "--regex", "a", "--regex", "b", "p"], "--regex was given 2 times"),
+    (["generate", "--model", "M", "--regex", "a", "--choice", "b", "p"], "not allowed with"),
+    (["generate", "--model", "./no/such/dir", "--regex", "a", "p"], "no such model directory"),
+    (["generate", "--model", "M", "--json-schema", "/no/such/schema.json", "p"], "cannot read"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_usage_errors(run_main, argv, expect):
+    code, out, err = run_main(*argv)
+    assert code == 2
+    assert expect in _one_line(err), err
+    assert out == ""
+
+
+def test_no_command_prints_help(run_main):
+    code, out, err = run_main()
+    assert code == 2 and "demo" in err and "generate" in err
+
+
+def test_model_load_failure_is_one_line(run_main, tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    code, out, err = run_main("generate", "--model", str(tmp_path), "--regex", "a", "-q", "p")
+    assert code == 2
+    assert "could not load" in _one_line(err)
+
+
+def test_per_prompt_regexes_and_truncation(run_main, model_dir):
+    code, out, err = run_main("generate", "--model", model_dir, "-q", "--json", "--seed", "3",
+                              "--regex", "[0-9]{2}", "--regex", "[a-z]{30,40}", "--max-new-tokens", "4",
+                              "-n", "2", "--prompt", "Number:", "--prompt", "Letters:")
+    assert code == 0, err
+    assert err == ""  # -q: no progress
+    data = json.loads(out)
+    assert data["shape"] == [2, 2]
+    for row in data["results"]:
+        num, letters = row
+        assert num["complete"] and re.fullmatch("[0-9]{2}", num["text"])
+        assert letters["complete"] is False  # 4 tokens cannot spell 30 letters
+        assert re.fullmatch("[a-z]{1,29}", letters["text"]), letters
+
+
+def test_text_output_marks_truncation(run_main, model_dir):
+    code, out, err = run_main("generate", "--model", model_dir, "-q", "--regex", "[a-z]{30,40}",
+                              "--max-new-tokens", "3", "Letters:")
+    assert code == 0, err
+    assert "1. " in out and "truncated" in out
+
+
+def test_json_schema(run_main, model_dir, tmp_path):
+    pytest.importorskip("hf_constrained.json_schema")
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+                                               "age": {"type": "integer", "minimum": 0, "maximum": 99}},
+              "required": ["name", "age"], "additionalProperties": False}
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(schema))
+    code, out, err = run_main("generate", "--model", model_dir, "-q", "--json", "--json-schema", str(path),
+                              "-n", "3", "--seed", "0", "--max-new-tokens", "64", "Person:")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["shape"] == [3, 1]
+    for (cell,) in data["results"]:
+        if cell["complete"]:
+            jsonschema.validate(json.loads(cell["text"]), schema)
+
+
+def test_json_schema_refused_keyword_is_one_line(run_main, model_dir, tmp_path):
+    pytest.importorskip("hf_constrained.json_schema")
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps({"type": "array", "uniqueItems": True}))
+    code, out, err = run_main("generate", "--model", model_dir, "--json-schema", str(path), "p")
+    assert code == 2 and "uniqueItems" in _one_line(err)
+
+
+def test_demo_in_process_fewer_samples(run_main):
+    code, out, err = run_main("demo", "-n", "2", "--seed", "1")
+    assert code == 0, err
+    assert "(samples, batch) = (2, 3)" in out and "all 6 outputs fullmatch" in out
