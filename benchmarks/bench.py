@@ -291,9 +291,25 @@ class StepCounter:
         return scores
 
 
+class Timed:
+    """Wraps a logits processor and sums the time spent inside it (synchronised on CUDA)."""
+
+    def __init__(self, inner, device):
+        self.inner, self.device, self.total = inner, device, 0.0
+
+    def __call__(self, input_ids, scores):
+        sync(self.device)
+        t0 = time.perf_counter()
+        out = self.inner(input_ids, scores)
+        sync(self.device)
+        self.total += time.perf_counter() - t0
+        return out
+
+
 def run_generate(model, inputs, mode, rows, max_new_tokens, seed, procs, device, min_new_tokens=None):
     counter = StepCounter(device)
-    kw = dict(max_new_tokens=max_new_tokens, logits_processor=[counter] + list(procs),
+    timed = [Timed(p, device) for p in procs]
+    kw = dict(max_new_tokens=max_new_tokens, logits_processor=[counter] + timed,
               pad_token_id=model.generation_config.pad_token_id, eos_token_id=model.generation_config.eos_token_id)
     if min_new_tokens:
         kw["min_new_tokens"] = min_new_tokens
@@ -312,6 +328,7 @@ def run_generate(model, inputs, mode, rows, max_new_tokens, seed, procs, device,
     st = counter.stamps
     decode = (st[-1] - st[0]) / (len(st) - 1) if len(st) > 1 else None
     return out, {"wall_s": wall, "steps": steps, "ms_per_step": 1000 * wall / max(steps, 1),
+                 "proc_ms_per_step": 1000 * sum(t.total for t in timed) / max(steps, 1),
                  "decode_ms_per_step": None if decode is None else 1000 * decode,
                  "out_len": int(out.shape[1] - inputs["input_ids"].shape[1])}
 
@@ -504,8 +521,9 @@ def main(argv=None):
     for mode, rows in cells(args):
         times = []
         for r in range(args.repeats):
-            _, m = run_generate(model, inputs, mode, rows, args.max_new_tokens, args.seed + r, [], args.device,
-                                min_new_tokens=args.max_new_tokens)
+            # no min_new_tokens (its processor costs time too); a random model practically never
+            # samples EOS, and the steps are counted anyway
+            _, m = run_generate(model, inputs, mode, rows, args.max_new_tokens, args.seed + r, [], args.device)
             times.append(m)
         base[(mode, rows)] = med(times)
         log(f"unconstrained {mode:6s} rows {rows:3d}: {base[(mode, rows)]['ms_per_step']:.2f} ms/step")
@@ -594,7 +612,7 @@ def main(argv=None):
                     rec["validity"] = agg
                     if "error" not in rec:
                         log(f"{lib.name}/{pname} {mode} rows {rows}: {rec['ms_per_step']:.2f} ms/step "
-                            f"(x{rec['ratio']:.2f}), {agg['valid']}/{agg['finished']} valid, "
+                            f"(x{rec['ratio']:.2f}) proc {rec['proc_ms_per_step']:.2f} ms/step, {agg['valid']}/{agg['finished']} valid, "
                             f"{agg['unfinished']} unfinished, steps {rec['steps']}, e.g. {agg['examples'][:2]}")
                 result["runs"].append(rec)
                 gc.collect()
@@ -685,7 +703,8 @@ def markdown(res) -> str:
     lines.append("")
     lines.append("**Decoding** — each cell: ms/step (ratio to the unconstrained run), valid/finished rows; "
                  "`+N unfin.` = rows cut off by max_new_tokens (`N bad` of those are not a prefix of a match). "
-                 "ms/step = generate() wall time / decoding steps.")
+                 "ms/step = generate() wall time / decoding steps; [x] = ms/step spent inside the library's "
+                 "logits processor.")
     lines.append("")
     lines.append("| pattern | mode | rows | unconstrained ms/step | " + " | ".join(libs) + " |")
     lines.append("|---|---|---|---|" + "---|" * len(libs))
@@ -704,7 +723,8 @@ def markdown(res) -> str:
                     row.append(r["error"])
                     continue
                 vd = r["validity"]
-                cell = f"{r['ms_per_step']:.2f} (×{r['ratio']:.2f}), {vd['valid']}/{vd['finished']} valid"
+                cell = (f"{r['ms_per_step']:.1f} (×{r['ratio']:.2f}) [{r['proc_ms_per_step']:.1f}], "
+                        f"{vd['valid']}/{vd['finished']} valid")
                 if vd["unfinished"]:
                     cell += f" +{vd['unfinished']} unfin."
                     if vd["unfinished_not_prefix"]:
