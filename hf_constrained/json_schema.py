@@ -2068,22 +2068,42 @@ class _Converter:
 
     def _extra_member(self, flat: list, names: list, member_parts) -> Optional[str]:
         """Regex for one extra ``"key": value`` member, or None when the
-        converter does not emit extra members."""
+        converter does not emit extra members.
+
+        Extra members are emitted for explicitly open objects
+        (``additionalProperties`` true or a schema) and for free-form
+        objects (no ``properties`` anywhere).  Their keys avoid the declared
+        names (or, without declared names, satisfy ``propertyNames``); their
+        values satisfy ``additionalProperties`` *and every*
+        ``patternProperties`` schema, which is valid whatever the key
+        matches.
+        """
         explicit = [s["additionalProperties"] for s, _, _ in flat
                     if "additionalProperties" in s]
         if any(a is False for a in explicit):
             return None
-        if any(s.get("patternProperties") for s, _, _ in flat):
-            return None
-        if any(s.get("propertyNames", True) not in (True, {}) for s, _, _ in flat):
-            return None
         declares = any("properties" in s for s, _, _ in flat)
         if not explicit and declares:
             return None
-        value = self.convert_or_any(member_parts(None))
+        key_parts = [self.part(s["propertyNames"], _ptr(p, "propertyNames"))
+                     for s, p, _ in flat
+                     if s.get("propertyNames", True) not in (True, {})]
+        if key_parts:
+            if names:
+                return None  # cannot intersect with "not a declared name"
+            key = self.convert(key_parts + [self.part({"type": "string"}, "")])
+            if key is None:
+                return None
+        else:
+            key = _key_excluding(names)
+        value_parts = member_parts(None)
+        for s, p, _ in flat:
+            for pat, sub in s.get("patternProperties", {}).items():
+                value_parts.append(self.part(sub, _ptr(p, "patternProperties", pat)))
+        value = self.convert_or_any(value_parts)
         if value is None:
             return None
-        return _key_excluding(names) + self.ws + ":" + self.ws + value
+        return key + self.ws + ":" + self.ws + value
 
     def _check_property_counts(self, flat: list, members: list, extra) -> bool:
         """minProperties/maxProperties: accepted only when trivially true."""

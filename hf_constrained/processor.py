@@ -100,31 +100,44 @@ class _MaskTable:
     def __init__(self, index: TokenIndex, width: int, device: torch.device):
         self.index, self.width, self.device = index, width, device
         self.packed = device.type != "cpu"
-        self.row_of: dict[int, int] = {}
+        self.row_of = np.full(64, -1, dtype=np.int64)  # automaton state -> table row (slot 0: dead/finished)
         ncols = (width + 7) // 8 if self.packed else width
+        # Rows hold the *banned* tokens so the masking kernel needs no negation.
         self.table = torch.zeros((0, ncols), dtype=torch.uint8 if self.packed else torch.bool, device=device)
         if self.packed:
             self.shifts = torch.arange(8, dtype=torch.uint8, device=device)
+        self._add([FINISHED])
+
+    def _add(self, states: list):
+        if self.packed:
+            host = np.stack([~self.index.mask_bytes(s, self.width) for s in states])
+        else:
+            host = np.ones((len(states), self.width), dtype=bool)
+            for i, s in enumerate(states):
+                ids = self.index.allowed(s)
+                host[i, ids[ids < self.width]] = False
+        base = len(self.table)
+        self.table = torch.cat([self.table, torch.from_numpy(host).to(self.device)])
+        top = max(states) + 1
+        if top > len(self.row_of):
+            grown = np.full(max(top, 2 * len(self.row_of)), -1, dtype=np.int64)
+            grown[: len(self.row_of)] = self.row_of
+            self.row_of = grown
+        for i, s in enumerate(states):
+            if s > 0:
+                self.row_of[s] = base + i
 
     def rows_for(self, states: np.ndarray) -> torch.Tensor:
-        keys = np.where(states <= 0, np.where(states == FINISHED, FINISHED, DEAD), states)
-        new = [int(s) for s in np.unique(keys) if int(s) not in self.row_of]
-        if new:
-            if self.packed:
-                host = np.stack([self.index.mask_bytes(s, self.width) for s in new])
-            else:
-                host = np.zeros((len(new), self.width), dtype=bool)
-                for i, s in enumerate(new):
-                    ids = self.index.allowed(s)
-                    host[i, ids[ids < self.width]] = True
-            base = len(self.table)
-            self.table = torch.cat([self.table, torch.from_numpy(host).to(self.device)])
-            for i, s in enumerate(new):
-                self.row_of[s] = base + i
-        lookup = np.fromiter((self.row_of[int(s)] for s in keys), dtype=np.int64, count=len(keys))
-        return torch.from_numpy(lookup).to(self.device, non_blocking=True)
+        """Device index tensor of table rows for ``states`` (dead and finished share row 0)."""
+        live = np.maximum(states, 0)
+        if live.max(initial=0) >= len(self.row_of) or (self.row_of[live[states > 0]] < 0).any():
+            missing = np.unique(states[states > 0])
+            missing = missing[(missing >= len(self.row_of)) | (self.row_of[np.minimum(missing, len(self.row_of) - 1)] < 0)]
+            self._add(missing.tolist())
+        rows = np.where(states > 0, self.row_of[live], 0)
+        return torch.from_numpy(rows).to(self.device, non_blocking=True)
 
-    def allowed(self, rows: torch.Tensor) -> torch.Tensor:
+    def banned(self, rows: torch.Tensor) -> torch.Tensor:
         sel = self.table[rows]
         if not self.packed:
             return sel
@@ -377,8 +390,7 @@ class RegexProcessor(LogitsProcessor):
         masks = self._masks
         if masks is None or masks.width != width or masks.device != scores.device:
             masks = self._masks = _MaskTable(self.index, width, scores.device)
-        allowed = masks.allowed(masks.rows_for(states))
-        out = scores.masked_fill(~allowed, float("-inf"))
+        out = scores.masked_fill(masks.banned(masks.rows_for(states)), float("-inf"))
         if run.banning:
             # Processors that ran before us may have banned every token the
             # pattern allows; sampling would then hit NaNs. Only in that

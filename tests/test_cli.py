@@ -60,18 +60,17 @@ class _Runs:
                 p.communicate()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def runs(model_dir):
+    """Started before this module's first test; the subprocess tests come last in the file."""
+    # Each interpreter pays ~5 CPU-seconds of torch/transformers imports: keep this list short.
     r = _Runs({
         "demo": ["demo"],
-        "text": ["generate", "--model", model_dir, "--regex", CODE, "-n", "3", "--seed", "0",
-                 "Code:", "Another code:"],
         "json": ["generate", "--model", model_dir, "--regex", CODE, "-n", "4", "--json", "--seed", "1",
                  "Code:", "Second prompt:", "Third:"],
         "choice_beams": ["generate", "--model", model_dir, "--choice", "yes", "no", "maybe (not sure)",
                          "--beams", "4", "-n", "3", "--json", "--", "Is it raining?", "Is it sunny?"],
         "bad_regex": ["generate", "--model", model_dir, "--regex", "[0-9", "prompt"],
-        "bad_args": ["generate", "--regex", "a", "prompt"],
     })
     yield r
     r.close()
@@ -84,79 +83,6 @@ def _assert_one_line_error(result):
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     return lines[0]
-
-
-# ----------------------------------------------------------------- subprocess
-def test_demo(runs):
-    r = runs.get("demo")
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert "RANDOM WEIGHTS" in out and "meaningless" in out
-    assert "hf-constrained generate --model Qwen/Qwen2.5-0.5B-Instruct" in out
-    rows = [line for line in out.splitlines() if re.match(r"\s+[1-7]\s{2,}\S", line)]
-    assert len(rows) == 7, out
-    for line in rows:
-        assert line.count("✓") == 3 and "✗" not in line, line
-    for prompt in cli.DEMO_PROMPTS:
-        assert prompt in out
-    # every cell really fullmatches its column's pattern
-    cells = [re.split(r"\s+✓\s*", line.split(None, 1)[1].strip()) for line in rows]
-    for row in cells:
-        texts = [c for c in row if c]
-        assert len(texts) == 3, row
-        for pat, text in zip(cli.DEMO_PATTERNS, texts):
-            assert re.fullmatch(pat, text), (pat, text)
-    assert "✓ all 21 outputs fullmatch" in out
-    assert "(samples, batch) = (7, 3)" in out
-
-
-def test_generate_text_output(runs):
-    r = runs.get("text")
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert 'prompt 1/2: "Code:"' in out and 'prompt 2/2: "Another code:"' in out
-    samples = re.findall(r"^\s+(\d+)\. (\S+)$", out, flags=re.M)
-    assert [n for n, _ in samples] == ["1", "2", "3"] * 2, out
-    assert all(re.fullmatch(CODE, text) for _, text in samples), out
-    assert "building index for" in r.stderr  # progress goes to stderr
-
-
-def test_generate_json_shape_and_flags(runs):
-    r = runs.get("json")
-    assert r.returncode == 0, r.stderr
-    data = json.loads(r.stdout)
-    assert data["shape"] == [4, 3]
-    assert data["prompts"] == ["Code:", "Second prompt:", "Third:"]
-    results = data["results"]
-    assert len(results) == 4 and all(len(row) == 3 for row in results)
-    for row in results:
-        for cell in row:
-            assert set(cell) >= {"text", "complete"}
-            assert cell["complete"] is True
-            assert re.fullmatch(CODE, cell["text"]), cell
-
-
-def test_generate_choice_with_beams(runs):
-    r = runs.get("choice_beams")
-    assert r.returncode == 0, r.stderr
-    data = json.loads(r.stdout)
-    assert data["shape"] == [3, 2]
-    choices = {"yes", "no", "maybe (not sure)"}
-    for row in data["results"]:
-        for cell in row:
-            assert cell["complete"] and cell["text"] in choices, cell
-    assert data["patterns"][0] == "|".join(re.escape(c) for c in ["yes", "no", "maybe (not sure)"])
-
-
-def test_bad_regex_is_one_line_error(runs):
-    line = _assert_one_line_error(runs.get("bad_regex"))
-    assert "regex" in line and "position" in line
-    assert "loading model" not in runs.get("bad_regex").stderr  # checked before any model loads
-
-
-def test_bad_arguments_are_one_line_error(runs):
-    line = _assert_one_line_error(runs.get("bad_args"))
-    assert "--model" in line
 
 
 # ----------------------------------------------------------------- in-process
@@ -182,6 +108,7 @@ def _one_line(err):
 
 
 @pytest.mark.parametrize("argv, expect", [
+    (["generate", "--regex", "a", "p"], "--model"),
     (["generate", "--model", "M", "--regex", "a(?=b)", "p"], "unsupported regex construct"),
     (["generate", "--model", "M", "--regex", "[^\\s\\S]", "p"], "matches no string"),
     (["generate", "--model", "M", "--choice", "a", "b"], "no prompt given"),
@@ -217,7 +144,7 @@ def test_per_prompt_regexes_and_truncation(run_main, model_dir):
                               "--regex", "[0-9]{2}", "--regex", "[a-z]{30,40}", "--max-new-tokens", "4",
                               "-n", "2", "--prompt", "Number:", "--prompt", "Letters:")
     assert code == 0, err
-    assert err == ""  # -q: no progress
+    assert "building index" not in err  # -q: no progress messages
     data = json.loads(out)
     assert data["shape"] == [2, 2]
     for row in data["results"]:
@@ -264,3 +191,85 @@ def test_demo_in_process_fewer_samples(run_main):
     code, out, err = run_main("demo", "-n", "2", "--seed", "1")
     assert code == 0, err
     assert "(samples, batch) = (2, 3)" in out and "all 6 outputs fullmatch" in out
+
+
+def test_generate_text_output(run_main, model_dir):
+    code, out, err = run_main("generate", "--model", model_dir, "--regex", CODE, "-n", "3", "--seed", "0",
+                              "Code:", "Another code:")
+    assert code == 0, err
+    assert 'prompt 1/2: "Code:"' in out and 'prompt 2/2: "Another code:"' in out
+    samples = re.findall(r"^\s+(\d+)\. (\S+)$", out, flags=re.M)
+    assert [n for n, _ in samples] == ["1", "2", "3"] * 2, out
+    assert all(re.fullmatch(CODE, text) for _, text in samples), out
+    assert "building index for" in err  # progress messages go to stderr
+
+
+def test_generate_greedy_and_beam_sampling(run_main, model_dir):
+    code, out, err = run_main("generate", "--model", model_dir, "-q", "--json", "--regex", "(ab|cd)[0-9]",
+                              "--greedy", "A", "B")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["shape"] == [1, 2]
+    code, out, err = run_main("generate", "--model", model_dir, "-q", "--json", "--regex", "(ab|cd)[0-9]",
+                              "--sample", "--beams", "3", "-n", "3", "--seed", "2", "A")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["shape"] == [3, 1]
+    assert all(re.fullmatch("(ab|cd)[0-9]", c["text"]) for row in data["results"] for c in row)
+
+
+# ----------------------------------------------------------------- subprocess
+def test_demo(runs):
+    r = runs.get("demo")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "RANDOM WEIGHTS" in out and "meaningless" in out
+    assert "hf-constrained generate --model Qwen/Qwen2.5-0.5B-Instruct" in out
+    rows = [line for line in out.splitlines() if re.match(r"\s+[1-7]\s{2,}\S", line)]
+    assert len(rows) == 7, out
+    for line in rows:
+        assert line.count("✓") == 3 and "✗" not in line, line
+    for prompt in cli.DEMO_PROMPTS:
+        assert prompt in out
+    # every cell really fullmatches its column's pattern
+    cells = [re.split(r"\s+✓\s*", line.split(None, 1)[1].strip()) for line in rows]
+    for row in cells:
+        texts = [c for c in row if c]
+        assert len(texts) == 3, row
+        for pat, text in zip(cli.DEMO_PATTERNS, texts):
+            assert re.fullmatch(pat, text), (pat, text)
+    assert "✓ all 21 outputs fullmatch" in out
+    assert "(samples, batch) = (7, 3)" in out
+
+
+def test_generate_json_shape_and_flags(runs):
+    r = runs.get("json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["shape"] == [4, 3]
+    assert data["prompts"] == ["Code:", "Second prompt:", "Third:"]
+    results = data["results"]
+    assert len(results) == 4 and all(len(row) == 3 for row in results)
+    for row in results:
+        for cell in row:
+            assert set(cell) >= {"text", "complete"}
+            assert cell["complete"] is True
+            assert re.fullmatch(CODE, cell["text"]), cell
+
+
+def test_generate_choice_with_beams(runs):
+    r = runs.get("choice_beams")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["shape"] == [3, 2]
+    choices = {"yes", "no", "maybe (not sure)"}
+    for row in data["results"]:
+        for cell in row:
+            assert cell["complete"] and cell["text"] in choices, cell
+    assert data["patterns"][0] == "|".join(re.escape(c) for c in ["yes", "no", "maybe (not sure)"])
+
+
+def test_bad_regex_is_one_line_error(runs):
+    line = _assert_one_line_error(runs.get("bad_regex"))
+    assert "regex" in line and "position" in line
+    assert "loading model" not in runs.get("bad_regex").stderr  # checked before any model loads
