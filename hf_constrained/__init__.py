@@ -22,11 +22,19 @@ from .errors import (
 from . import cache
 from .output import Generation, Sequence, reshape_samples
 from .processor import RegexProcessor
+from .json_schema import SchemaError, choice_regex, schema_to_regex
+from .structured import ChoiceProcessor, JSONProcessor, Truncated
 
 __version__ = "0.1.0"
 
 __all__ = [
     "RegexProcessor",
+    "JSONProcessor",
+    "ChoiceProcessor",
+    "Truncated",
+    "schema_to_regex",
+    "choice_regex",
+    "SchemaError",
     "reshape_samples",
     "Generation",
     "Sequence",
