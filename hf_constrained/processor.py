@@ -163,6 +163,9 @@ class _Run:
         self.hist = [(None, self.start_states.copy())]
         self.last_ids = input_ids.clone()
         self.banning = _banning_processors(proc)
+        # generate() keeps the raw logits it passes us only for output_logits=True;
+        # otherwise masking in place saves a full copy of the logits per step.
+        self.inplace = config is not None and not getattr(config, "output_logits", False)
 
     def is_same(self, config, input_ids: torch.Tensor) -> bool:
         if self.config_ref is not None or config is not None:
@@ -390,7 +393,11 @@ class RegexProcessor(LogitsProcessor):
         masks = self._masks
         if masks is None or masks.width != width or masks.device != scores.device:
             masks = self._masks = _MaskTable(self.index, width, scores.device)
-        out = scores.masked_fill(masks.banned(masks.rows_for(states)), float("-inf"))
+        banned = masks.banned(masks.rows_for(states))
+        if run.inplace:
+            out = scores.masked_fill_(banned, float("-inf"))
+        else:
+            out = scores.masked_fill(banned, float("-inf"))
         if run.banning:
             # Processors that ran before us may have banned every token the
             # pattern allows; sampling would then hit NaNs. Only in that

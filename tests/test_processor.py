@@ -347,3 +347,12 @@ def test_dead_and_finished_rows_never_all_masked(deepseek):
                torch.zeros(3, len(deepseek)))
     assert list(proc.tracked_states()[1]) == [FINISHED, 0, 0]
     assert torch.isfinite(out[:, eos]).all()
+
+
+def test_raw_logits_are_left_untouched(deepseek, deepseek_model):
+    """With output_logits=True generate keeps the logits it hands us: mask a copy."""
+    proc = RegexProcessor(DATE, deepseek)
+    out = deepseek_model.generate(**batch(deepseek, ["d"]), logits_processor=[proc], max_new_tokens=4,
+                                  output_logits=True, output_scores=True, return_dict_in_generate=True)
+    assert torch.isfinite(out.logits[0]).all()
+    assert torch.isneginf(out.scores[0]).sum() > 100_000
