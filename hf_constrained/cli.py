@@ -63,9 +63,13 @@ def _say(msg: str, quiet: bool = False) -> None:
 
 @contextmanager
 def _progress(msg: str, quiet: bool = False):
-    """``msg... done in 1.2s`` on stderr; on a terminal the elapsed time ticks."""
+    """``msg... done in 1.2s`` on stderr; on a terminal the elapsed time ticks.
+
+    Yields a dict; a ``"note"`` put there is appended to the final message.
+    """
+    info = {}
     if quiet:
-        yield
+        yield info
         return
     start = time.perf_counter()
     tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
@@ -84,7 +88,7 @@ def _progress(msg: str, quiet: bool = False):
         print(f"{msg}...", file=sys.stderr, flush=True)
     ok = False
     try:
-        yield
+        yield info
         ok = True
     finally:
         stop.set()
@@ -92,6 +96,8 @@ def _progress(msg: str, quiet: bool = False):
             ticker.join()
         elapsed = time.perf_counter() - start
         end = f"done in {elapsed:.1f}s" if ok else f"failed after {elapsed:.1f}s"
+        if ok and info.get("note"):
+            end += f" ({info['note']})"
         if tty:
             sys.stderr.write(f"\r{msg}... {end}\n")
             sys.stderr.flush()
@@ -199,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--dtype", default=None, choices=["auto", "float32", "float16", "bfloat16"],
                      help="model weights dtype (default: transformers' default)")
     gen.add_argument("--trust-remote-code", action="store_true", help="passed to from_pretrained")
+    cache = gen.add_mutually_exclusive_group()
+    cache.add_argument("--cache-dir", default=None, metavar="DIR",
+                       help="index cache folder (default: $HF_CONSTRAINED_CACHE, else ~/.cache/hf_constrained)")
+    cache.add_argument("--no-cache", action="store_true", help="do not read or write the index cache")
     gen.add_argument("--json", action="store_true",
                      help='machine-readable output: {"shape": [samples, prompts], "results": '
                           '[[{"text": ..., "complete": ...}, ...], ...]}')
@@ -369,8 +379,16 @@ def cmd_generate(args) -> int:
     inputs = _encode_prompts(tok, prompts, args.chat, device)
     eos = model.generation_config.eos_token_id
     distinct = list(dict.fromkeys(patterns))
-    with _progress(f"building index for {len(tok):,}-token vocabulary", args.quiet):
-        proc = RegexProcessor(distinct[0] if len(distinct) == 1 else patterns, tok, eos_token_id=eos)
+    proc_kwargs = {"eos_token_id": eos}
+    if args.no_cache:
+        proc_kwargs["cache_dir"] = False
+    elif args.cache_dir:
+        proc_kwargs["cache_dir"] = args.cache_dir
+    with _progress(f"building index for {len(tok):,}-token vocabulary", args.quiet) as info:
+        proc = RegexProcessor(distinct[0] if len(distinct) == 1 else patterns, tok, **proc_kwargs)
+        source = getattr(proc, "index_source", None)
+        if source in ("disk", "waited"):
+            info["note"] = "loaded from the disk cache"
     if args.seed is not None:
         from transformers import set_seed
         set_seed(args.seed)

@@ -168,10 +168,12 @@ class _Run:
         self.inplace = config is not None and not getattr(config, "output_logits", False)
 
     def is_same(self, config, input_ids: torch.Tensor) -> bool:
+        rows, length = input_ids.shape
+        if rows != self.rows or length <= self.prompt_len:
+            return False
         if self.config_ref is not None or config is not None:
             return self.config_ref is not None and self.config_ref() is config
-        rows, length = input_ids.shape
-        return rows == self.rows and self.prompt_len < length <= self.last_ids.shape[1] + 1
+        return length <= self.last_ids.shape[1] + 1
 
     def record(self, g: int, parents: np.ndarray, states: np.ndarray, input_ids: torch.Tensor):
         """Remember the rows of a call at generated length ``g`` (forgetting longer ones)."""

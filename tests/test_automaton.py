@@ -10,10 +10,8 @@
 
 import functools
 import itertools
-import os
 import random
 import re
-import tempfile
 import time
 
 import numpy as np
@@ -23,10 +21,6 @@ regex = pytest.importorskip("regex")
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
-
-# keep hypothesis' caches (.hypothesis/constants...) out of the repository
-set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "hf_constrained_hypothesis"))
 
 from hf_constrained.automaton import (  # noqa: E402
     DEAD,
