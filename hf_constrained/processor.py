@@ -104,6 +104,7 @@ class _MaskTable:
         ncols = (width + 7) // 8 if self.packed else width
         # Rows hold the *banned* tokens so the masking kernel needs no negation.
         self.table = torch.zeros((0, ncols), dtype=torch.uint8 if self.packed else torch.bool, device=device)
+        self.used = 0
         if self.packed:
             self.shifts = torch.arange(8, dtype=torch.uint8, device=device)
         self._add([FINISHED])
@@ -116,8 +117,14 @@ class _MaskTable:
             for i, s in enumerate(states):
                 ids = self.index.allowed(s)
                 host[i, ids[ids < self.width]] = False
-        base = len(self.table)
-        self.table = torch.cat([self.table, torch.from_numpy(host).to(self.device)])
+        base, need = self.used, self.used + len(states)
+        if need > len(self.table):  # grow geometrically: amortised O(1) copies per state
+            grown = torch.zeros((max(need, 2 * len(self.table), 16), self.table.shape[1]),
+                                dtype=self.table.dtype, device=self.device)
+            grown[: self.used] = self.table[: self.used]
+            self.table = grown
+        self.table[base:need] = torch.from_numpy(host).to(self.device)
+        self.used = need
         top = max(states) + 1
         if top > len(self.row_of):
             grown = np.full(max(top, 2 * len(self.row_of)), -1, dtype=np.int64)
