@@ -127,8 +127,9 @@ def _piece_decoder(tokenizer):
     return "sentencepiece", piece_bytes, strip
 
 
-_BYTELEVEL_TABLE = {ord(c): b for c, b in _BYTE_DECODER.items()}
-_BYTELEVEL_ALPHABET = frozenset(_BYTE_DECODER)
+_BYTELEVEL_LUT = np.full(max(map(ord, _BYTE_DECODER)) + 1, -1, dtype=np.int16)
+for _c, _b in _BYTE_DECODER.items():
+    _BYTELEVEL_LUT[ord(_c)] = _b
 
 
 def _pieces(tokenizer, size: int) -> list:
@@ -140,20 +141,29 @@ def _pieces(tokenizer, size: int) -> list:
 
 
 def _bytelevel_arrays(pieces: list, usable: np.ndarray):
-    """Vectorised GPT-2 byte decoding of all pieces at once: (flat, offsets, lengths)."""
+    """Vectorised GPT-2 byte decoding of all pieces at once: (flat, offsets, lengths).
+
+    The pieces are joined, viewed as UTF-32 code points and mapped through a
+    lookup table; a piece with a character outside the byte alphabet is dropped.
+    """
     n = len(pieces)
     texts = [p if (ok and p) else "" for p, ok in zip(pieces, usable)]
-    joined = "".join(texts)
-    if not set(joined) <= _BYTELEVEL_ALPHABET:  # rare: drop pieces outside the byte alphabet
-        for i, t in enumerate(texts):
-            if t and not set(t) <= _BYTELEVEL_ALPHABET:
-                texts[i] = ""
-        joined = "".join(texts)
-    flat = np.frombuffer(joined.translate(_BYTELEVEL_TABLE).encode("latin-1"), dtype=np.uint8)
     lens = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+    cps = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
+    vals = np.full(len(cps), -1, dtype=np.int16)
+    inside = cps < len(_BYTELEVEL_LUT)
+    vals[inside] = _BYTELEVEL_LUT[cps[inside]]
+    bad = vals < 0
+    if bad.any():  # rare: pieces outside the byte alphabet (never generated)
+        owner = np.repeat(np.arange(n), lens)
+        drop = np.zeros(n, dtype=bool)
+        drop[owner[bad]] = True
+        keep = ~drop[owner]
+        vals = vals[keep]
+        lens = np.where(drop, 0, lens)
     offs = np.zeros(n, dtype=np.int64)
     np.cumsum(lens[:-1], out=offs[1:])
-    return flat, offs, lens
+    return vals.astype(np.uint8), offs, lens
 
 
 class Vocabulary:
@@ -321,21 +331,29 @@ class Vocabulary:
             if len(active) == 0:
                 break
             key = node_of[active] * 256 + flat[to[active] + d - 1]
-            uniq, inv = np.unique(key, return_inverse=True)
+            # ``active`` is kept sorted by key, so the keys of the previous depth
+            # are already grouped: a stable sort only reorders within groups.
+            order = np.argsort(key, kind="stable")
+            active, key = active[order], key[order]
+            first = np.empty(len(key), dtype=bool)
+            first[0] = True
+            np.not_equal(key[1:], key[:-1], out=first[1:])
+            uniq = key[first]
             parent.append(uniq >> 8)
             node_byte.append((uniq & 255).astype(np.uint8))
-            node_of[active] = next_id + inv
+            node_of[active] = next_id + np.cumsum(first) - 1
             next_id += len(uniq)
         self.node_byte = np.concatenate(node_byte)
         par = np.concatenate(parent)
         self.num_nodes = n_nodes = len(par)
-        nodes = np.arange(n_nodes)
-        self.child_start = np.searchsorted(par[1:], nodes, "left") + 1
-        self.child_end = np.searchsorted(par[1:], nodes, "right") + 1
+        # parents are non-decreasing, so children are contiguous: counts -> ranges
+        counts = np.bincount(par[1:], minlength=n_nodes)
+        self.child_end = np.cumsum(counts) + 1
+        self.child_start = self.child_end - counts
         order = np.argsort(node_of, kind="stable")
         self.term_ids = tid[order]
-        sorted_nodes = node_of[order]
-        self.term_start = np.searchsorted(sorted_nodes, nodes, "left")
-        self.term_end = np.searchsorted(sorted_nodes, nodes, "right")
+        tcounts = np.bincount(node_of, minlength=n_nodes)
+        self.term_end = np.cumsum(tcounts)
+        self.term_start = self.term_end - tcounts
         singles = flat[to[tl == 1]]
         self.full_byte_coverage = len(np.unique(singles)) == 256
