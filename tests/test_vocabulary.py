@@ -1,0 +1,88 @@
+"""Token bytes agree with tokenizer.decode, and the trie indexes every token."""
+
+import random
+
+import numpy as np
+import pytest
+
+from hf_constrained.vocabulary import Vocabulary
+
+
+@pytest.fixture(params=["deepseek", "mistral", "local_tok"])
+def tok(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_bytes_match_decode_on_token_pairs(tok):
+    vocab = Vocabulary.from_tokenizer(tok, cache_dir=False)
+    rng = random.Random(1)
+    ids = np.nonzero(vocab.tok_len > 0)[0].tolist()
+    checked = 0
+    for _ in range(3000):
+        pair = [rng.choice(ids), rng.choice(ids)]
+        raw = b"".join(vocab.token_bytes[i] for i in pair)
+        try:
+            want = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if vocab.strip_leading_space and want.startswith(" "):
+            want = want[1:]
+        assert tok.decode(pair, clean_up_tokenization_spaces=False) == want, pair
+        checked += 1
+    assert checked > 1000
+
+
+def test_specials_excluded_and_byte_coverage(tok):
+    vocab = Vocabulary.from_tokenizer(tok, cache_dir=False)
+    for t in set(tok.all_special_ids) | set(tok.added_tokens_decoder):
+        assert vocab.token_bytes[t] is None
+    assert vocab.full_byte_coverage
+    assert vocab.size == len(tok)
+
+
+def test_strip_rule_detected(deepseek, mistral):
+    assert not Vocabulary.from_tokenizer(deepseek).strip_leading_space
+    assert Vocabulary.from_tokenizer(mistral).strip_leading_space
+    word = mistral.convert_tokens_to_ids("▁Word")
+    assert Vocabulary.from_tokenizer(mistral).token_bytes[word] == b" Word"
+    assert mistral.decode([word]) == "Word"
+    fallback = mistral.convert_tokens_to_ids("<0x0A>")
+    assert Vocabulary.from_tokenizer(mistral).token_bytes[fallback] == b"\n"
+
+
+def test_trie_reaches_every_token(tok):
+    vocab = Vocabulary.from_tokenizer(tok, cache_dir=False)
+    rng = random.Random(0)
+    ids = [i for i, b in enumerate(vocab.token_bytes) if b]
+    for tid in rng.sample(ids, min(3000, len(ids))):
+        node = 0
+        for byte in vocab.token_bytes[tid]:
+            kids = range(vocab.child_start[node], vocab.child_end[node])
+            match = [c for c in kids if vocab.node_byte[c] == byte]
+            assert len(match) == 1
+            node = match[0]
+        assert tid in vocab.term_ids[vocab.term_start[node]:vocab.term_end[node]]
+    # every node is someone's child exactly once, children sorted by byte
+    assert vocab.child_start[0] == 1 and vocab.child_end[-1] == vocab.child_start[-1]
+    for node in rng.sample(range(vocab.num_nodes), min(2000, vocab.num_nodes)):
+        kids = vocab.node_byte[vocab.child_start[node]:vocab.child_end[node]]
+        assert np.all(np.diff(kids.astype(int)) > 0)
+    assert len(vocab.term_ids) == len(ids)
+
+
+def test_duplicate_spellings_share_a_node(mistral):
+    """'A' and '<0x41>' spell the same byte: both are terminals of one node."""
+    vocab = Vocabulary.from_tokenizer(mistral)
+    a, fallback = mistral.convert_tokens_to_ids("A"), mistral.convert_tokens_to_ids("<0x41>")
+    node = [c for c in range(vocab.child_start[0], vocab.child_end[0]) if vocab.node_byte[c] == 0x41][0]
+    terms = set(vocab.term_ids[vocab.term_start[node]:vocab.term_end[node]].tolist())
+    assert {a, fallback} <= terms
+
+
+def test_from_token_bytes_and_fingerprint():
+    v1 = Vocabulary.from_token_bytes([b"a", b"ab", None, b"b"])
+    v2 = Vocabulary.from_token_bytes([b"a", b"ab", None, b"b"])
+    v3 = Vocabulary.from_token_bytes([b"a", b"ab", None, b"c"])
+    assert v1.fingerprint == v2.fingerprint != v3.fingerprint
+    assert v1.token_bytes == [b"a", b"ab", None, b"b"]
+    assert not v1.full_byte_coverage
