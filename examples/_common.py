@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
+from pathlib import Path
 
 import torch
 
-from hf_constrained import offline
+try:
+    import hf_constrained  # noqa: F401
+except ImportError:  # running from a source checkout without `pip install -e .`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hf_constrained import offline  # noqa: E402
 
 # Three prompts, one pattern each: shared by the batched examples.
 PROMPTS = [

@@ -25,6 +25,10 @@ def add_assistant(parser):
 
 def main() -> int:
     args = parse_args(__doc__, add_assistant)
+    # transformers' assisted decoding trips over its own deprecation warning
+    # (generation_config plus keyword arguments, passed internally): mute it.
+    from transformers.utils import logging as hf_logging
+    hf_logging.set_verbosity_error()
     tok, model = load(args)
     if args.model is None:
         assistant = offline.tiny_model(tok, seed=1).to(model.device).eval()  # same tokenizer, other weights

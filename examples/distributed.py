@@ -50,19 +50,27 @@ def main() -> int:
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     if torch.cuda.is_available() and args.device in (None, "cuda"):
-        torch.cuda.set_device(local_rank)
-        device, backend = f"cuda:{local_rank}", "nccl"
+        gpus = torch.cuda.device_count()
+        torch.cuda.set_device(local_rank % gpus)
+        device = f"cuda:{local_rank % gpus}"
+        # nccl wants one GPU per process; with fewer GPUs than processes, share them over gloo
+        backend = "nccl" if gpus >= local_world else "gloo"
     else:
         device, backend = args.device or "cpu", "gloo"
     if distributed:
-        dist.init_process_group(backend)
+        if backend == "nccl":
+            dist.init_process_group(backend, device_id=torch.device(device))
+        else:
+            dist.init_process_group(backend)
 
     # Every rank: same tokenizer, same weights (same seed), its own share of prompts.
     with contextlib.redirect_stdout(io.StringIO()) if rank else contextlib.nullcontext():
         tok, model = load(args, seed=args.seed, device=device)  # only rank 0 announces the model
     if distributed and args.model is None:  # the offline weights must agree across ranks
         checksum = torch.stack([p.detach().double().sum() for p in model.parameters()]).sum().reshape(1)
+        checksum = checksum.to(device if backend == "nccl" else "cpu")
         sums = [torch.zeros_like(checksum) for _ in range(world)]
         dist.all_gather(sums, checksum)
         if any(not torch.equal(s, checksum) for s in sums):

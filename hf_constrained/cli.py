@@ -56,11 +56,6 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0].strip()
 
 
-def _say(msg: str, quiet: bool = False) -> None:
-    if not quiet:
-        print(msg, file=sys.stderr, flush=True)
-
-
 @contextmanager
 def _progress(msg: str, quiet: bool = False):
     """``msg... done in 1.2s`` on stderr; on a terminal the elapsed time ticks.
@@ -248,6 +243,9 @@ def _patterns_from_args(args, num_prompts: int) -> list:
         pattern = schema_to_regex(schema)
     except (ValueError, TypeError) as exc:  # SchemaError is a ValueError
         raise CLIError(f"cannot use the JSON Schema {path!r}: {_one_line(exc)}") from exc
+    except ImportError as exc:  # the converter validates schemas with the jsonschema package
+        raise CLIError(f"--json-schema needs the {exc.name or 'jsonschema'!r} package: "
+                       f"pip install {exc.name or 'jsonschema'}") from exc
     return [pattern] * num_prompts
 
 
@@ -392,7 +390,9 @@ def cmd_generate(args) -> int:
     if args.seed is not None:
         from transformers import set_seed
         set_seed(args.seed)
-    with _progress(f"generating {len(prompts)} x {args.num_samples}", args.quiet), torch.no_grad():
+    plural = lambda k, word: f"{k} {word}{'s' if k != 1 else ''}"  # noqa: E731
+    what = f"{plural(args.num_samples, 'output')} for each of {plural(len(prompts), 'prompt')}"
+    with _progress(f"generating {what}", args.quiet), torch.no_grad():
         out = model.generate(**inputs, logits_processor=[proc], pad_token_id=tok.pad_token_id,
                              **gen_kwargs)
     gens = proc.generations(out, num_prompts=len(prompts))
@@ -436,6 +436,7 @@ def cmd_demo(args) -> int:
     from .processor import RegexProcessor
 
     started = time.perf_counter()
+    torch.set_num_threads(1)  # a 32-wide model: more threads only add overhead
     tok = offline.local_tokenizer()
     model = offline.tiny_model(tok, seed=args.seed)
     proc = RegexProcessor(DEMO_PATTERNS, tok, eos_token_id=model.generation_config.eos_token_id)

@@ -47,3 +47,8 @@ def pytest_configure(config):
     import tempfile
 
     os.environ["HF_CONSTRAINED_CACHE"] = tempfile.mkdtemp(prefix="hf_constrained_test_cache_")
+    # Tiny models gain nothing from intra-op threads; idle OpenMP spinning only
+    # slows the suite down when processes share the 2 cores.
+    import torch
+
+    torch.set_num_threads(1)

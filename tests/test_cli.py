@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from hf_constrained import cli, offline
 
@@ -33,8 +34,9 @@ def model_dir(tmp_path_factory):
 class _Runs:
     """Subprocesses started all at once; ``get(name)`` waits for one."""
 
-    def __init__(self, commands: dict):
+    def __init__(self, commands: dict, cache_dir):
         env = dict(os.environ)
+        env["HF_CONSTRAINED_CACHE"] = str(cache_dir)  # not the user's ~/.cache
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         env["PYTHONIOENCODING"] = "utf-8"
         env.setdefault("OMP_NUM_THREADS", "1")  # several interpreters share few cores
@@ -62,7 +64,7 @@ class _Runs:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def runs(model_dir):
+def runs(model_dir, tmp_path_factory):
     """Started before this module's first test; the subprocess tests come last in the file."""
     # Each interpreter pays ~5 CPU-seconds of torch/transformers imports: keep this list short.
     r = _Runs({
@@ -72,9 +74,14 @@ def runs(model_dir):
         "choice_beams": ["generate", "--model", model_dir, "--choice", "yes", "no", "maybe (not sure)",
                          "--beams", "4", "-n", "3", "--json", "--", "Is it raining?", "Is it sunny?"],
         "bad_regex": ["generate", "--model", model_dir, "--regex", "[0-9", "prompt"],
-    })
-    yield r
-    r.close()
+    }, tmp_path_factory.mktemp("cli_cache"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # leave the cores to the subprocesses; the tiny models need no more
+    try:
+        yield r
+    finally:
+        torch.set_num_threads(threads)
+        r.close()
 
 
 def _assert_one_line_error(result):
@@ -88,8 +95,9 @@ def _assert_one_line_error(result):
 
 # ----------------------------------------------------------------- in-process
 @pytest.fixture
-def run_main(monkeypatch, capsys):
+def run_main(monkeypatch, capsys, tmp_path):
     """``main(argv)`` in this process -> (exit code, stdout, stderr)."""
+    monkeypatch.setenv("HF_CONSTRAINED_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(cli, "_quiet_transformers", lambda: None)  # no global logging changes in tests
     monkeypatch.delenv("HF_CONSTRAINED_TRACEBACK", raising=False)
 
@@ -182,6 +190,7 @@ def test_json_schema(run_main, model_dir, tmp_path):
 
 def test_json_schema_refused_keyword_is_one_line(run_main, model_dir, tmp_path):
     pytest.importorskip("hf_constrained.json_schema")
+    pytest.importorskip("jsonschema")
     path = tmp_path / "schema.json"
     path.write_text(json.dumps({"type": "array", "uniqueItems": True}))
     code, out, err = run_main("generate", "--model", model_dir, "--json-schema", str(path), "p")
@@ -211,6 +220,16 @@ def test_generate_greedy_and_beam_sampling(run_main, model_dir):
     data = json.loads(out)
     assert data["shape"] == [3, 1]
     assert all(re.fullmatch("(ab|cd)[0-9]", c["text"]) for row in data["results"] for c in row)
+
+
+def test_index_cache_is_reused(run_main, model_dir):
+    argv = ["generate", "--model", model_dir, "--regex", "[0-9]{2}-[a-z]", "--json", "x"]
+    code, _, err = run_main(*argv)
+    assert code == 0 and "loaded from the disk cache" not in err, err
+    code, _, err = run_main(*argv)
+    assert code == 0 and "loaded from the disk cache" in err, err
+    code, _, err = run_main(*argv, "--no-cache")
+    assert code == 0 and "loaded from the disk cache" not in err, err
 
 
 # ----------------------------------------------------------------- subprocess

@@ -20,6 +20,22 @@ PATTERN = r"[0-9]{3}-[a-z]{2}"
 MAX_NEW = 16
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Tiny models gain nothing from more threads, and idle OpenMP workers spinning
+    on a busy 2-core machine cost several times the work itself."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def _cache_in_tmp(monkeypatch, tmp_path_factory):
+    """Index caches of these tests go to a temporary folder, not ~/.cache."""
+    monkeypatch.setenv("HF_CONSTRAINED_CACHE", str(tmp_path_factory.getbasetemp() / "ecosystem_cache"))
+
+
 @pytest.fixture(params=["deepseek", "mistral"])
 def tok_model(request):
     tok = request.getfixturevalue(request.param)
@@ -35,7 +51,7 @@ def _proc(tok, model, pattern=PATTERN):
 def test_pipeline_samples_match(tok_model):
     tok, model = tok_model
     proc = _proc(tok, model)
-    pipe = pipeline("text-generation", model=model, tokenizer=tok)
+    pipe = pipeline("text-generation", model=model, tokenizer=tok, device=model.device)  # keep it in place
     torch.manual_seed(0)
     # Two prompts: the pipeline calls generate() once per prompt; the processor
     # notices each new call by itself.
@@ -50,7 +66,7 @@ def test_pipeline_samples_match(tok_model):
 
 def test_pipeline_single_prompt_greedy(local_tok, local_model):
     proc = _proc(local_tok, local_model, r"(yes|no), because [a-z]{2,5}")
-    pipe = pipeline("text-generation", model=local_model, tokenizer=local_tok)
+    pipe = pipeline("text-generation", model=local_model, tokenizer=local_tok, device=local_model.device)
     res = pipe("Question:", logits_processor=[proc], do_sample=False, max_new_tokens=24,
                return_full_text=False)
     assert len(res) == 1
@@ -150,13 +166,16 @@ def test_model_generation_config_defaults(local_tok):
 
 
 # ----------------------------------------------------------------- device_map="auto"
-def test_device_map_auto(tmp_path, deepseek):
+@pytest.mark.parametrize("tok_name", ["local_tok", "deepseek"])
+def test_device_map_auto(tmp_path, request, tok_name):
+    """A model placed by accelerate (device_map="auto"): the masks live on the logits' device."""
     pytest.importorskip("accelerate")
     from transformers import AutoModelForCausalLM
 
-    offline.tiny_model(deepseek).save_pretrained(tmp_path)
+    tok = request.getfixturevalue(tok_name)
+    offline.tiny_model(tok).save_pretrained(tmp_path)
     model = AutoModelForCausalLM.from_pretrained(tmp_path, device_map="auto")
-    proc = RegexProcessor(PATTERN, deepseek, eos_token_id=model.generation_config.eos_token_id)
+    proc = RegexProcessor(PATTERN, tok, eos_token_id=model.generation_config.eos_token_id)
     seen = []
 
     class Spy:  # runs after the constraint: records where the masked logits live
@@ -164,10 +183,10 @@ def test_device_map_auto(tmp_path, deepseek):
             seen.append((scores.device, bool(torch.isfinite(scores).any(-1).all())))
             return scores
 
-    inputs = deepseek(["Code:", "Longer prompt here:"], return_tensors="pt", padding=True).to(model.device)
+    inputs = tok(["Code:", "Longer prompt here:"], return_tensors="pt", padding=True).to(model.device)
     torch.manual_seed(5)
     out = model.generate(**inputs, logits_processor=[proc, Spy()], do_sample=True, num_return_sequences=2,
-                         max_new_tokens=MAX_NEW, pad_token_id=deepseek.pad_token_id)
+                         max_new_tokens=MAX_NEW, pad_token_id=tok.pad_token_id)
     grid = proc.decode(out)
     assert len(grid) == 2 and all(len(row) == 2 for row in grid)
     assert all(re.fullmatch(PATTERN, t) for row in grid for t in row), grid
