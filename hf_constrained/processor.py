@@ -30,6 +30,7 @@ from .output import Generation, Sequence, squeeze_grid, to_grid
 from .vocabulary import Vocabulary
 
 _UNKNOWN = -2
+_PROBE_STATES = 128
 _HASH_SEED = 0x5EED
 
 
@@ -273,6 +274,9 @@ class RegexProcessor(LogitsProcessor):
         distinct = list(dict.fromkeys(patterns))
         self.dfa = LazyDFA.from_patterns(distinct, max_states=max_states, max_nfa_states=max_nfa_states,
                                          strip_leading_space=self.vocab.strip_leading_space)
+        # Probe the first states now so a pattern whose automaton is immediately
+        # larger than max_states fails at construction, not inside generate().
+        self.dfa.explore(min(int(max_states) + 1, _PROBE_STATES))
         self.index = TokenIndex(self.dfa, self.vocab, eos_ids, pad_token_id=self.pad_token_id)
         start_of = {p: s for p, s in zip(distinct, self.dfa.starts)}
         self._starts = np.array([start_of[p] for p in patterns], dtype=np.int64)

@@ -173,9 +173,11 @@ def test_empty_language_and_state_limit(deepseek):
         RegexProcessor(r"a[^\s\S]b", deepseek)
     with pytest.raises(StateLimitError, match="max_nfa_states"):
         RegexProcessor(r"(a{1000}){1000}", deepseek)
-    proc = RegexProcessor(r"(a|b)*a(a|b){12}", deepseek, max_states=64)
     with pytest.raises(StateLimitError, match="max_states=64"):
-        proc.dfa.explore(10_000)
+        RegexProcessor(r"(a|b)*a(a|b){12}", deepseek, max_states=64)  # caught at construction
+    proc = RegexProcessor(r"(a|b)*a(a|b){12}", deepseek, max_states=300)
+    with pytest.raises(StateLimitError, match="max_states=300"):
+        proc.dfa.explore(10_000)  # ... or when generation would materialise too many
 
 
 def test_unsupported_tokenizer():
