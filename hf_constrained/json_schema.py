@@ -13,6 +13,9 @@ Public API
 * :func:`schema_to_regex` -- the converter.
 * :class:`SchemaError` -- raised for schemas the converter refuses.
 * :func:`choice_regex` -- alternation of literal strings.
+* :func:`integer_range_regex` / :func:`decimal_range_regex` -- exact numeric
+  ranges; :func:`expanded_size` -- the size measure behind
+  :data:`MAX_REGEX_SIZE`.
 * Building blocks (module constants, all in the regex dialect below):
 
   - JSON tokens: :data:`INTEGER`, :data:`NUMBER`, :data:`BOOLEAN`,
@@ -51,11 +54,13 @@ The language of the regex is a *subset* of the valid instances:
   ``required`` but not declared, then -- if emitted at all -- extra members.
   Optional properties may be omitted.
 * Extra (undeclared) members are emitted only when the object is explicitly
-  open (``additionalProperties`` is ``true`` or a schema) or is a free-form
-  object (no ``properties``, ``patternProperties`` or
-  ``additionalProperties`` at all).  An object that declares ``properties``
-  but says nothing about ``additionalProperties`` is generated *closed*.
-  Extra keys never collide with declared names.
+  open (``additionalProperties`` is ``true`` or a schema) or is free-form
+  (no ``properties`` and no ``additionalProperties``).  An object that
+  declares ``properties`` but says nothing about ``additionalProperties`` is
+  generated *closed*.  Extra keys never equal a declared name (or, when no
+  name is declared, they satisfy ``propertyNames``); extra values satisfy
+  ``additionalProperties`` and *every* ``patternProperties`` schema, which is
+  valid whichever patterns the key matches.
 * Numbers: ``integer`` values are written without fraction or exponent;
   ``number`` values use :data:`NUMBER` when unbounded, and when bounded they
   have no exponent (and, with exclusive bounds, at most
@@ -66,6 +71,13 @@ The language of the regex is a *subset* of the valid instances:
   JSON escapes (``\\uXXXX`` escapes never denote surrogates, so one escape is
   one character and ``minLength``/``maxLength`` count exactly).  Strings
   constrained by ``pattern`` use the canonical ``json.dumps`` escapes only.
+* ``pattern`` has Python ``re`` search semantics (as in ``jsonschema``):
+  ``^``/``$`` are honoured only at the very start/end of the pattern or of a
+  top-level alternative, an unanchored side allows any text.  ``\\d``,
+  ``\\w``, ``\\s`` generate ASCII only, and their negations (``\\D``,
+  ``[^\\d]``...) generate ASCII only too (Python's classes are Unicode-wide).
+  Lookaround, backreferences, ``\\b``, inline flags, possessive quantifiers
+  and atomic groups are refused.
 * Unconstrained values (``{}``, ``true``, missing ``items``...) are arbitrary
   JSON values nested at most ``min(max_recursion_depth,``
   :data:`ANY_VALUE_MAX_DEPTH` ``)`` containers deep.
@@ -76,9 +88,10 @@ Supported keywords
 ==================
 
 ``type``, ``enum``, ``const``, ``properties``, ``required``,
-``additionalProperties``, ``patternProperties`` (declared names only),
-``propertyNames`` (declared names only), ``unevaluatedProperties`` /
-``unevaluatedItems`` (conservatively), ``items``, ``prefixItems``,
+``additionalProperties``, ``patternProperties``, ``propertyNames``,
+``unevaluatedProperties`` / ``unevaluatedItems`` (conservatively: members
+or items that the keyword's own subtree does not evaluate must satisfy it),
+``maxProperties`` (free-form objects), ``items``, ``prefixItems``,
 ``minItems``, ``maxItems``, ``minLength``, ``maxLength``, ``pattern``,
 ``format`` (date, time, date-time, uuid, email, ipv4, uri), ``minimum``,
 ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``anyOf``,
@@ -91,7 +104,8 @@ Supported keywords
 ``$dynamicAnchor`` and OpenAPI's ``discriminator`` (pydantic emits it next to
 ``oneOf``).  Keywords that only apply to a JSON type that the schema excludes
 (``uniqueItems`` under ``"type": "string"``...) are ignored, as are
-trivially satisfied ones (``uniqueItems: false``, ``minProperties: 0``...).
+trivially satisfied ones (``uniqueItems: false``, ``minProperties: 0``,
+``contains`` with ``minContains: 0``...).
 
 When ``enum`` or ``const`` is present, the finite set of values is filtered
 with ``jsonschema`` against the complete schema, so *every* sibling keyword is
@@ -100,10 +114,17 @@ honoured exactly.
 Everything else (``uniqueItems``, ``contains``, ``dependentRequired``,
 ``dependentSchemas``, ``minProperties``/``maxProperties`` when not trivial,
 ``multipleOf``, ``if``/``then``/``else``, general ``not``, ``$dynamicRef``,
-remote ``$ref``, unknown formats and keywords...) raises :class:`SchemaError`.
+remote ``$ref``, an embedded ``$id`` resource containing ``$ref``, unknown
+formats and keywords...) raises :class:`SchemaError`.  So do ``number``
+bounds beyond 2**53 and exclusive ``number`` bounds so large that float
+rounding could reach them (``integer`` bounds are always exact), several
+different ``pattern``/``format`` on one string, ``pattern``/``format``
+combined with a length bound they do not already imply, ``oneOf`` branches
+that cannot be proven disjoint, and schemas that admit no value.
 
-Size limits: the sum of all counted repetitions (``{m,n}``) the converter
-emits is limited to :data:`MAX_TOTAL_REPETITION`; recursive ``$ref`` are
+Size limits: the regex, with every counted repetition expanded, may hold at
+most :data:`MAX_REGEX_SIZE` character positions (a bound such as
+``maxLength: 100000`` is refused, naming the keyword); recursive ``$ref`` are
 expanded ``max_recursion_depth`` times along one path, beyond which the
 recursive alternative is simply not offered (an optional property is left
 out, an array stops growing, an ``anyOf`` branch is dropped...).  If nothing
@@ -121,12 +142,17 @@ from collections import Counter
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
+
+from .errors import ConstraintError
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 from urllib.parse import unquote, urldefrag, urljoin
 
 __all__ = [
     "ANY_VALUE_MAX_DEPTH",
+    "decimal_range_regex",
+    "expanded_size",
+    "integer_range_regex",
     "BOOLEAN",
     "DATE",
     "DATE_TIME",
@@ -134,7 +160,7 @@ __all__ = [
     "FORMATS",
     "INTEGER",
     "IPV4",
-    "MAX_TOTAL_REPETITION",
+    "MAX_REGEX_SIZE",
     "NULL",
     "NUMBER",
     "NUMBER_FRACTION_DIGITS",
@@ -152,7 +178,7 @@ __all__ = [
 ]
 
 
-class SchemaError(ValueError):
+class SchemaError(ConstraintError):
     """The schema cannot be converted exactly.
 
     The message names the offending keyword and its JSON pointer, e.g.
@@ -168,10 +194,14 @@ class SchemaError(ValueError):
 #: Default whitespace allowed between JSON tokens: at most one space.
 WHITESPACE = r"[ ]?"
 
-#: Upper limit on the sum of the counts of all counted repetitions
-#: (``x{m,n}`` counts ``n``, ``x{m,}`` counts ``m``) in one produced regex.
-#: ``maxLength: 100000`` would exceed it and is refused.
-MAX_TOTAL_REPETITION = 10_000
+#: Upper limit on the *expanded size* of a produced regex: the number of
+#: character positions (literals and classes) once every ``x{m,n}`` is
+#: written as ``n`` copies of ``x`` (``x{m,}``: ``m + 1`` copies).  The
+#: automaton grows with it (an engine builds roughly 1-10 states per
+#: position).  One :data:`STRING_CHAR` is 13 positions, so about 7600 string
+#: characters fit; ``maxLength: 100000`` is refused.  Bounds are charged as
+#: they are emitted, so the error names the keyword that overflowed.
+MAX_REGEX_SIZE = 100_000
 
 #: Maximal container nesting of unconstrained values (``{}``/``true``).
 ANY_VALUE_MAX_DEPTH = 2
@@ -804,7 +834,7 @@ def _length_range(node) -> tuple[int, Optional[int]]:
 
 
 def _emit(node, charset: Callable[[Intervals], Optional[str]],
-          charge: Callable[[int], None]) -> Optional[str]:
+          charge: Callable[[int, str], None]) -> Optional[str]:
     """Regex text (None: empty language) for an anchor-free AST."""
     kind = node[0]
     if kind == "chars":
@@ -821,9 +851,34 @@ def _emit(node, charset: Callable[[Intervals], Optional[str]],
         if inner is None:
             return "" if lo == 0 else None
         if hi is not None and hi > 1 or lo > 1:
-            charge(hi if hi is not None else lo)
+            charge(hi if hi is not None else lo, inner)
         return _repeat(inner, lo, hi)
     raise _PatternError("anchors are only supported at the very start/end")
+
+
+def _node_size(node) -> int:
+    kind = node[0]
+    if kind == "chars":
+        return 1
+    if kind in ("seq", "alt"):
+        return sum(_node_size(n) for n in node[1])
+    if kind == "group":
+        return _node_size(node[1])
+    if kind == "rep":
+        copies = node[2] + 1 if node[3] is None else max(node[3], 1)
+        return _node_size(node[1]) * copies
+    return 0
+
+
+@lru_cache(maxsize=4096)
+def expanded_size(regex: str) -> int:
+    """Character positions of ``regex`` with counted repetitions expanded
+    (see :data:`MAX_REGEX_SIZE`).
+
+    >>> expanded_size("a[bc]{3}"), expanded_size("(?:ab|c)*")
+    (4, 3)
+    """
+    return _node_size(_RegexParser(regex).parse())
 
 
 def _parse_pattern(pattern: str):
@@ -834,7 +889,7 @@ def _parse_pattern(pattern: str):
     return _RegexParser(pattern).parse()
 
 
-def _translate_pattern(pattern: str, charge: Callable[[int], None]):
+def _translate_pattern(pattern: str, charge: Callable[[int, str], None]):
     """Translate a JSON Schema ``pattern`` (searched, Python ``re``
     semantics) into a regex over canonical JSON string *content*.
 
@@ -890,7 +945,7 @@ def _whitespace_regex(ws: str) -> str:
                                     "(space, \\t, \\n, \\r); note \\s is wider")
             return _class(iv)
 
-        r = _emit(ast, charset, lambda n: None)
+        r = _emit(ast, charset, lambda n, item: None)
     except _PatternError as exc:
         raise ValueError(f"invalid whitespace pattern {ws!r}: {exc}") from None
     if r is None:
@@ -1356,6 +1411,12 @@ class _Converter:
         self._check_embedded_resources()
         self.ref_counts[""] = 1
         result = self.convert([self.part(self.root, "")])
+        if result is not None and expanded_size(result) > MAX_REGEX_SIZE:
+            raise SchemaError(
+                f"schema at /: the regex would expand to "
+                f"{expanded_size(result)} positions > MAX_REGEX_SIZE="
+                f"{MAX_REGEX_SIZE}; lower max_recursion_depth, add "
+                "additionalProperties: false or simplify the schema")
         if result is None:
             if self.cuts:
                 raise SchemaError(
@@ -1371,12 +1432,13 @@ class _Converter:
         self._ids += 1
         return _Part(schema, ptr, lineage + (self._ids,))
 
-    def charge(self, count: int, keyword: str, ptr: str) -> None:
-        self.repetitions += count
-        if self.repetitions > MAX_TOTAL_REPETITION:
+    def charge(self, count: int, item: str, keyword: str, ptr: str) -> None:
+        """Account for ``count`` copies of ``item`` in the regex size."""
+        self.repetitions += count * expanded_size(item)
+        if self.repetitions > MAX_REGEX_SIZE:
             raise _refuse(keyword, ptr, f"bound {count} would make the regex "
-                          f"exceed MAX_TOTAL_REPETITION={MAX_TOTAL_REPETITION} "
-                          "counted repetitions; use a smaller bound")
+                          f"exceed MAX_REGEX_SIZE={MAX_REGEX_SIZE} positions "
+                          "once repetitions are expanded; use a smaller bound")
 
     # -- references ---------------------------------------------------------
 
@@ -1464,7 +1526,7 @@ class _Converter:
             for p in parts:
                 if not self._flatten(p, flat, entered):
                     return None
-            return self._convert_flat(flat)
+            return self._convert_flat(flat, parts)
         finally:
             for t in entered:
                 self.ref_counts[t] -= 1
@@ -1514,10 +1576,10 @@ class _Converter:
         out.append(_Part(rest, p, lin))
         return True
 
-    def _convert_flat(self, flat: list) -> Optional[str]:
+    def _convert_flat(self, flat: list, original: list) -> Optional[str]:
         for part in flat:
             if "enum" in part.schema or "const" in part.schema:
-                return self._finite(flat, part)
+                return self._finite(original, part)
         for i, part in enumerate(flat):
             for kw in ("anyOf", "oneOf"):
                 if kw in part.schema:
@@ -1526,16 +1588,16 @@ class _Converter:
             return self.any_value()
         return self._typed(flat)
 
-    def _finite(self, flat: list, part: _Part) -> Optional[str]:
+    def _finite(self, parts: list, part: _Part) -> Optional[str]:
         """enum/const: keep the listed values that validate against all
-        parts (so every sibling keyword is honoured exactly)."""
+        (unflattened) parts, so every sibling keyword is honoured exactly."""
         s, p, _ = part
         if "const" in s:
             values, kw = [s["const"]], "const"
         else:
             values, kw = s["enum"], "enum"
         kept = [v for v in values
-                if all(self.is_valid(q.schema, v, kw, _ptr(p, kw)) for q in flat)]
+                if all(self.is_valid(q.schema, v, kw, _ptr(p, kw)) for q in parts)]
         return _alt([self.literal(v) for v in kept])
 
     def _distribute(self, flat: list, index: int, keyword: str) -> Optional[str]:
@@ -1862,7 +1924,7 @@ class _Converter:
             (pat, ptr), = patterns.items()
             try:
                 content, fmin, fmax = _translate_pattern(
-                    pat, lambda n: self.charge(n, "pattern", ptr))
+                    pat, lambda n, item: self.charge(n, item, "pattern", ptr))
             except _PatternError as exc:
                 raise _refuse("pattern", ptr, f"{exc}; rewrite the pattern "
                               "with plain classes, groups, alternation and "
@@ -1870,7 +1932,8 @@ class _Converter:
             if content is None:
                 return None
         else:
-            self.charge(hi if hi is not None else lo, "maxLength" if hi is not None
+            self.charge(hi if hi is not None else lo, STRING_CHAR,
+                        "maxLength" if hi is not None
                         else "minLength", hi_ptr if hi is not None else lo_ptr)
             return '"' + _repeat(STRING_CHAR, lo, hi) + '"'
         if lo > fmin:
@@ -1888,12 +1951,13 @@ class _Converter:
             return self.any_container("array")
         mins = self._collect(flat, "minItems")
         maxs = self._collect(flat, "maxItems")
-        m = max([int(v) for v, _ in mins], default=0)
-        n = min([int(v) for v, _ in maxs], default=None)
+        m, m_ptr = max([(int(v), ptr) for v, ptr in mins], default=(0, None))
+        n, n_ptr = min([(int(v), ptr) for v, ptr in maxs], default=(None, None))
         for s, p, _ in flat:
             if s.get("uniqueItems", False) and not (n is not None and n <= 1):
                 raise _unsupported("uniqueItems", _ptr(p, "uniqueItems"))
-            if "contains" in s:
+            if "contains" in s and not (s.get("minContains") == 0
+                                        and "maxContains" not in s):
                 raise _unsupported("contains", _ptr(p, "contains"))
         if n is not None and m > n:
             return None
@@ -1945,8 +2009,11 @@ class _Converter:
             lo = max(0, m - i)
             hi = None if max_len is None else max_len - i
             if lo > 1 or hi is not None and hi > 1:
-                self.charge(hi if hi is not None else lo, "maxItems" if hi is not None
-                            else "minItems", (maxs or mins)[0][1])
+                if hi is not None and n_ptr is not None:
+                    self.charge(hi, sep + tail, "maxItems", n_ptr)
+                else:
+                    self.charge(hi if hi is not None else lo, sep + tail,
+                                "minItems", m_ptr)
             return _repeat(sep + tail, lo, hi)
 
         first = None
@@ -2041,26 +2108,16 @@ class _Converter:
             members.append((key + ws + ":" + ws + value, name in required))
 
         extra = self._extra_member(flat, names, member_parts)
-        counts_ok = self._check_property_counts(flat, members, extra)
-        if not counts_ok:
+        limit = self._property_limit(flat, members, extra)
+        if limit == -1:
             return None
+        if limit == 0:
+            extra = None
         sep = ws + "," + ws
-        tails = [""] * (len(members) + 1)
-        for i in range(len(members) - 1, -1, -1):
-            member, req = members[i]
-            piece = sep + member
-            tails[i] = (piece if req else _repeat(piece, 0, 1)) + tails[i + 1]
-        firsts = []
-        empty_ok = True
-        for i, (member, req) in enumerate(members):
-            firsts.append(member + tails[i + 1])
-            if req:
-                empty_ok = False
-                break
-        declared = _alt(firsts)
+        declared, empty_ok = _join_members(members, sep)
         if extra is None:
             return self._container("\\{", "\\}", declared, empty_ok)
-        more = _repeat(sep + extra, 0, None)
+        more = _repeat(sep + extra, 0, None if limit is None else limit - 1)
         alts = [None if declared is None else declared + more]
         if empty_ok:
             alts.append(extra + more)
@@ -2105,19 +2162,61 @@ class _Converter:
             return None
         return key + self.ws + ":" + self.ws + value
 
-    def _check_property_counts(self, flat: list, members: list, extra) -> bool:
-        """minProperties/maxProperties: accepted only when trivially true."""
+    def _property_limit(self, flat: list, members: list, extra) -> Optional[int]:
+        """Check minProperties/maxProperties.
+
+        Accepted when trivially satisfied, or -- for maxProperties -- when
+        the object only has extra members (their number is then capped;
+        duplicate keys can only lower the count).  Returns the cap on the
+        number of extra members (None: no cap), or -1 if no object fits.
+        """
         n_required = sum(1 for _, req in members if req)
         n_max = None if extra is not None else len(members)
         for value, ptr in self._collect(flat, "minProperties"):
             if int(value) > n_required:
                 raise _unsupported("minProperties", ptr)
+        limit = None
         for value, ptr in self._collect(flat, "maxProperties"):
-            if n_max is None or int(value) < n_max:
-                if value < n_required:
-                    return False
+            value = int(value)
+            if n_max is not None and value >= n_max:
+                continue
+            if value < n_required:
+                return -1
+            if members:
                 raise _unsupported("maxProperties", ptr)
-        return True
+            if value > 1:
+                self.charge(value, extra, "maxProperties", ptr)
+            limit = value if limit is None else min(limit, value)
+        return limit
+
+
+def _join_members(members: list, sep: str) -> tuple[Optional[str], bool]:
+    """Comma-joined, order-preserving selections of ``members``.
+
+    ``members`` is a list of ``(regex, required)``.  Returns the regex for
+    the non-empty selections that contain every required member (None if
+    there are no members) and whether the empty selection is allowed.  The
+    size is linear: with ``H`` the selections of the members so far, an
+    optional member ``P`` gives ``(?:H(?:,P)?|P)`` and a required one
+    ``(?:H,)?P`` (``H(?:,P)?`` / ``H,P`` once a required member was seen).
+
+    >>> import re; r, e = _join_members([("a", False), ("b", True), ("c", False)], ",")
+    >>> [s for s in ["a", "b", "c", "a,b", "b,c", "a,b,c", "a,c", "b,a"] if re.fullmatch(r, s)], e
+    (['b', 'a,b', 'b,c', 'a,b,c'], False)
+    """
+    joined: Optional[str] = None
+    seen_required = False
+    for member, required in members:
+        if joined is None:
+            joined = member
+        elif required:
+            joined = (joined + sep if seen_required
+                      else _repeat(joined + sep, 0, 1)) + member
+        else:
+            with_member = joined + _repeat(sep + member, 0, 1)
+            joined = with_member if seen_required else _alt([with_member, member])
+        seen_required |= required
+    return joined, not seen_required
 
 
 def _key_excluding(names: list) -> str:
