@@ -51,23 +51,54 @@ class TokenIndex:
         return dfa.table[states, classes]
 
     def _walk_trie(self, q: int):
-        """All (token id, next state) pairs with a live next state from ``q``."""
+        """All (token id, next state) pairs with a live next state from ``q``.
+
+        Level by level over the trie. A level is walked *sparsely* (only the
+        children of live nodes) while few nodes are live, and *densely* (every
+        node of the depth, two gathers) once many are: restrictive states cost
+        little, permissive ones (inside a JSON string) cost a few gathers per
+        trie node instead of a dozen numpy calls per frontier.
+        """
         v = self.vocab
+        ds = v.depth_start
+        n_depths = len(ds) - 1
+        dead = DEAD
+        out_ids, out_states = [], []
+        # level 0: the root, sparse
         nodes = np.zeros(1, dtype=np.int64)
         states = np.array([q], dtype=np.int64)
-        out_ids, out_states = [], []
-        while True:
+        dense = None  # state per node of the current depth when walking densely
+        for d in range(1, n_depths):
+            a, b = int(ds[d]), int(ds[d + 1])
+            if dense is None and len(nodes) * 4 > int(ds[d]) - int(ds[d - 1]):
+                dense = np.zeros(int(ds[d]) - int(ds[d - 1]), dtype=np.int64)
+                dense[nodes - ds[d - 1]] = states
+            if dense is not None:
+                ps = dense[v.node_parent[a:b] - ds[d - 1]]
+                cur = self._lookup(ps, self.node_cls[a:b]).astype(np.int64)
+                t0, t1 = int(v.term_start[a]), int(v.term_end[b - 1])
+                if t1 > t0:
+                    st = cur[v.term_node[t0:t1] - a]
+                    keep = st != dead
+                    out_ids.append(v.term_ids[t0:t1][keep])
+                    out_states.append(st[keep])
+                live = np.flatnonzero(cur)
+                if len(live) == 0:
+                    break
+                if len(live) * 8 < b - a:  # back to sparse
+                    nodes, states, dense = live + a, cur[live], None
+                else:
+                    dense = cur
+                continue
             cs, ce = v.child_start[nodes], v.child_end[nodes]
             counts = ce - cs
             total = int(counts.sum())
             if total == 0:
                 break
-            # children of every frontier node, concatenated
             starts = np.repeat(cs - np.cumsum(counts) + counts, counts)
             child = starts + np.arange(total)
-            parent_states = np.repeat(states, counts)
-            nxt = self._lookup(parent_states, self.node_cls[child]).astype(np.int64)
-            keep = nxt != DEAD
+            nxt = self._lookup(np.repeat(states, counts), self.node_cls[child]).astype(np.int64)
+            keep = nxt != dead
             nodes, states = child[keep], nxt[keep]
             if len(nodes) == 0:
                 break

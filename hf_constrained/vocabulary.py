@@ -171,7 +171,8 @@ class Vocabulary:
 
     _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
-    _TRIE_ARRAYS = ("node_byte", "child_start", "child_end", "term_ids", "term_start", "term_end")
+    _TRIE_ARRAYS = ("node_byte", "node_parent", "depth_start", "child_start", "child_end",
+                    "term_ids", "term_node", "term_start", "term_end")
 
     def __init__(self, flat: np.ndarray, tok_off: np.ndarray, tok_len: np.ndarray, *,
                  strip_leading_space: bool = False, eos_token_ids=(), name: str = "", trie: dict | None = None):
@@ -345,6 +346,9 @@ class Vocabulary:
             next_id += len(uniq)
         self.node_byte = np.concatenate(node_byte)
         par = np.concatenate(parent)
+        self.node_parent = par
+        # nodes are numbered depth by depth: depth d is [depth_start[d], depth_start[d+1])
+        self.depth_start = np.cumsum([0] + [len(x) for x in parent])
         self.num_nodes = n_nodes = len(par)
         # parents are non-decreasing, so children are contiguous: counts -> ranges
         counts = np.bincount(par[1:], minlength=n_nodes)
@@ -352,6 +356,7 @@ class Vocabulary:
         self.child_start = self.child_end - counts
         order = np.argsort(node_of, kind="stable")
         self.term_ids = tid[order]
+        self.term_node = node_of[order]
         tcounts = np.bincount(node_of, minlength=n_nodes)
         self.term_end = np.cumsum(tcounts)
         self.term_start = self.term_end - tcounts

@@ -75,7 +75,7 @@ def test_bad_files_are_ignored_and_rebuilt(tmp_path, local_tok, damage):
     else:
         # an object array needs pickle to load: it must never be unpickled
         with open(path, "wb") as f:
-            np.savez(f, __header__=np.frombuffer(b'{"format": 1, "key": "k"}', np.uint8),
+            np.savez(f, __header__=np.frombuffer(b'{"format": 2, "key": "k"}', np.uint8),
                      evil=np.array([object()], dtype=object))
     again = fresh(local_tok, cache_dir=tmp_path)
     assert again.index_source == "built"
@@ -85,7 +85,7 @@ def test_bad_files_are_ignored_and_rebuilt(tmp_path, local_tok, damage):
 def test_load_never_allows_pickle(tmp_path):
     path = tmp_path / "x.npz"
     with open(path, "wb") as f:
-        np.savez(f, __header__=np.frombuffer(b'{"format": 1, "key": "k"}', np.uint8),
+        np.savez(f, __header__=np.frombuffer(b'{"format": 2, "key": "k"}', np.uint8),
                  evil=np.array([{"a": 1}], dtype=object))
     assert cache.load(path, "k") is None
 
