@@ -67,8 +67,8 @@ _FINITE = {"RepetitionPenaltyLogitsProcessor", "EncoderRepetitionPenaltyLogitsPr
            "ClassifierFreeGuidanceLogitsProcessor", "LogitNormalization"}
 
 
-def _banning_processors(proc) -> list:
-    """Settings of the processors that run before ``proc`` and may ban tokens.
+def _processors_before(proc) -> list:
+    """The processors that run before ``proc`` and may set scores to -inf.
 
     Looks at the ``LogitsProcessorList`` that is calling us; empty when we are
     called directly or first.
@@ -85,10 +85,24 @@ def _banning_processors(proc) -> list:
     for p in owner:
         if p is proc:
             break
-        name = type(p).__name__
-        if name not in _FINITE:
-            before.append(_BANNING.get(name, name))
+        if type(p).__name__ not in _FINITE:
+            before.append(p)
     return before
+
+
+def _length_guard_ban(p, length: int):
+    """EOS ids a min-length processor bans at this sequence length (None if inactive or unknown)."""
+    name = type(p).__name__
+    if name == "MinLengthLogitsProcessor":
+        active = length < int(p.min_length)
+    elif name == "MinNewTokensLengthLogitsProcessor":
+        active = length - int(p.prompt_length_to_skip) < int(p.min_new_tokens)
+    else:
+        return None
+    eos = p.eos_token_id
+    eos = eos.tolist() if isinstance(eos, torch.Tensor) else eos
+    eos = [eos] if isinstance(eos, int) else list(eos)
+    return frozenset(int(e) for e in eos) if active else frozenset()
 
 
 class _MaskTable:
@@ -170,7 +184,12 @@ class _Run:
         # hist[g] = (parent row in hist[g-1] or -1, state) for generated length g
         self.hist = [(None, self.start_states.copy())]
         self.last_ids = input_ids.clone()
-        self.banning = _banning_processors(proc)
+        before = _processors_before(proc)
+        # Min-length processors only ban EOS: their conflicts are checked exactly
+        # on the host. Any other banning processor needs a look at the scores.
+        self.length_guards = [p for p in before if _length_guard_ban(p, 0) is not None]
+        self.banning = [_BANNING.get(type(p).__name__, type(p).__name__)
+                        for p in before if _length_guard_ban(p, 0) is None]
         # generate() keeps the raw logits it passes us only for output_logits=True;
         # otherwise masking in place saves a full copy of the logits per step.
         self.inplace = config is not None and not getattr(config, "output_logits", False)
@@ -348,7 +367,7 @@ class RegexProcessor(LogitsProcessor):
             states = run.start_states
         else:
             states = self._advance(run, input_ids)
-        return self._apply(run, scores, states)
+        return self._apply(run, scores, states, input_ids.shape[-1])
 
     def _hash(self, ids: torch.Tensor) -> torch.Tensor:
         n = ids.shape[1]
@@ -401,7 +420,21 @@ class RegexProcessor(LogitsProcessor):
             run.record(length - p, np.full(rows, -1), states, input_ids)
         return states
 
-    def _apply(self, run: _Run, scores: torch.Tensor, states: np.ndarray) -> torch.Tensor:
+    def _check_length_guards(self, run: _Run, states: np.ndarray, length: int) -> None:
+        for p in run.length_guards:
+            banned = _length_guard_ban(p, length)
+            if not banned:
+                continue
+            for s in np.unique(states).tolist():
+                if set(self.index.allowed(s).tolist()) <= banned:
+                    row = int(np.nonzero(states == s)[0][0])
+                    raise GenerationConflictError(
+                        f"at generated token {length - run.prompt_len}, row {row} has matched its pattern "
+                        "completely and only EOS may follow, but min_new_tokens / min_length bans EOS "
+                        "until the sequence is longer: the minimum is longer than this match. Lower "
+                        "min_new_tokens / min_length or allow longer matches in the pattern.")
+
+    def _apply(self, run: _Run, scores: torch.Tensor, states: np.ndarray, length: int) -> torch.Tensor:
         width = scores.shape[-1]
         masks = self._masks
         if masks is None or masks.width != width or masks.device != scores.device:
@@ -411,6 +444,8 @@ class RegexProcessor(LogitsProcessor):
             out = scores.masked_fill_(banned, float("-inf"))
         else:
             out = scores.masked_fill(banned, float("-inf"))
+        if run.length_guards:
+            self._check_length_guards(run, states, length)
         if run.banning:
             # Processors that ran before us may have banned every token the
             # pattern allows; sampling would then hit NaNs. Only in that

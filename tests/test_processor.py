@@ -356,3 +356,13 @@ def test_raw_logits_are_left_untouched(deepseek, deepseek_model):
                                   output_logits=True, output_scores=True, return_dict_in_generate=True)
     assert torch.isfinite(out.logits[0]).all()
     assert torch.isneginf(out.scores[0]).sum() > 100_000
+
+
+def test_min_new_tokens_within_the_match_is_fine(deepseek, deepseek_model):
+    """A minimum the pattern can satisfy is no conflict (checked exactly on the host)."""
+    proc = RegexProcessor(r"[a-z]( [a-z]){7}", deepseek)
+    torch.manual_seed(0)
+    out = deepseek_model.generate(**batch(deepseek, ["?"]), logits_processor=[proc], do_sample=True,
+                                  num_return_sequences=3, min_new_tokens=4, max_new_tokens=30)
+    assert all(re.fullmatch(r"[a-z]( [a-z]){7}", t) for t in proc.decode(out))
+    assert proc._run.length_guards and not proc._run.banning  # no extra synchronisation
