@@ -18,10 +18,10 @@ tokenizer. For every library and pattern it measures
 A library that is not installed is skipped with a message; a run that raises is
 reported as ``crashed: <ExceptionType>``.
 
-CPU (tiny model, LM head dominates)::
+CPU (tiny model: the 129k-wide LM head and sampling dominate; the README's table)::
 
-    python benchmarks/bench.py --json-out benchmarks/results_cpu.json --markdown \
-        --update-readme benchmarks/README.md
+    python benchmarks/bench.py --threads 1 --max-new-tokens 12 --warmup 0 \
+        --json-out benchmarks/results_cpu.json --update-readme benchmarks/README.md
 
 GPU (random 1.5B Llama in bf16)::
 
@@ -49,6 +49,11 @@ except ImportError:  # pragma: no cover
     _regex = None
 
 import torch
+
+try:  # run from a checkout without installing hf_constrained
+    import hf_constrained  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 JSON_SCHEMA = {
     "type": "object",
@@ -160,7 +165,7 @@ class Lib:
         self.tok = fresh_tokenizer()
 
     def version(self) -> str:
-        raise NotImplementedError
+        return ", ".join(f"{m} {_pkg_version(m)}" for m in LIB_MODULES[self.name])
 
     def prepare(self):  # tokenizer preparation (timed)
         raise NotImplementedError
@@ -179,10 +184,6 @@ class Lib:
 class HFConstrained(Lib):
     name = "hf_constrained"
 
-    def version(self):
-        import hf_constrained
-        return hf_constrained.__version__
-
     def prepare(self):
         from hf_constrained.vocabulary import Vocabulary
         Vocabulary.from_tokenizer(self.tok)  # cached per tokenizer object for RegexProcessor
@@ -200,16 +201,6 @@ class Outlines(Lib):
     (what ``outlines.Generator(model, Regex(...))`` uses for HF models)."""
 
     name = "outlines"
-
-    def version(self):
-        import outlines
-        import outlines_core
-        v = getattr(outlines, "__version__", None)
-        if v is None:
-            from importlib.metadata import version
-            v = version("outlines")
-        from importlib.metadata import version as _v
-        return f"{v} (outlines-core {getattr(outlines_core, '__version__', None) or _v('outlines_core')})"
 
     def prepare(self):
         import outlines
@@ -235,10 +226,6 @@ class Outlines(Lib):
 class XGrammar(Lib):
     name = "xgrammar"
 
-    def version(self):
-        import xgrammar
-        return xgrammar.__version__
-
     def prepare(self):
         import xgrammar as xgr
         info = xgr.TokenizerInfo.from_huggingface(self.tok, vocab_size=self.model.config.vocab_size)
@@ -261,6 +248,17 @@ class XGrammar(Lib):
 LIB_CLASSES = {"hf_constrained": HFConstrained, "outlines": Outlines, "xgrammar": XGrammar}
 LIB_MODULES = {"hf_constrained": ["hf_constrained"], "outlines": ["outlines", "outlines_core"],
                "xgrammar": ["xgrammar"]}
+
+
+def _pkg_version(module: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    for dist in (module, module.replace("_", "-")):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            pass
+    import importlib
+    return str(getattr(importlib.import_module(module), "__version__", "?"))
 
 
 def lib_available(name):
@@ -425,21 +423,30 @@ def parse_args(argv=None):
     p.add_argument("--rows", nargs="+", type=int, default=None, help="rows per generate() (default 1 16 64 256)")
     p.add_argument("--modes", nargs="+", choices=["sample", "beam"], default=["sample", "beam"])
     p.add_argument("--max-new-tokens", type=int, default=None, help="default 32 (quick: 16)")
-    p.add_argument("--repeats", type=int, default=1, help="timed generate() calls per cell")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="timed generate() calls per cell (default 1 on CPU, 2 on CUDA)")
     p.add_argument("--stat", choices=["min", "median"], default="min",
                    help="how repeats are summarised (min: robust to other load on the machine)")
     p.add_argument("--warmup", type=int, default=1,
-                   help="untimed generate() calls (sampling, min(16, max rows) rows) per library and pattern")
+                   help="untimed short generate() calls (4 new tokens): per mode and rows count without "
+                        "constraint, and per library per rows count (sampling, first pattern); they load and "
+                        "JIT the kernels of every shape (CUDA lazy loading, Triton) before anything is timed")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--quick", action="store_true",
-                   help="smoke test: patterns date json, rows 1 16 (unless given), max_new_tokens 16, no warmup")
+                   help="smoke test: patterns date json, rows 1 16 (unless given), max_new_tokens 16")
     p.add_argument("--json-out", "--out", dest="json_out", default=None, help="write all results as JSON")
     p.add_argument("--markdown", action="store_true", help="print the markdown tables to stdout")
     p.add_argument("--markdown-out", default=None, help="write the markdown tables to this file")
     p.add_argument("--update-readme", default=None, metavar="README",
                    help="replace the block between <!-- BENCH:<tag> START/END --> markers in this file")
     p.add_argument("--tag", default=None, help="README block tag (default: cpu or gpu)")
+    p.add_argument("--render", default=None, metavar="RESULTS_JSON",
+                   help="run nothing: render the tables of an earlier --json-out file (e.g. the GPU run's) "
+                        "for --markdown / --markdown-out / --update-readme")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument("--hfc-cache", choices=["cold", "off", "env"], default="cold",
+                   help="hf_constrained's disk cache: cold = a fresh empty folder (default; the warm-cache "
+                        "setup is then measured too), off = HF_CONSTRAINED_CACHE=0, env = leave the environment")
     a = p.parse_args(argv)
     if a.model_size is None:
         a.model_size = "tiny" if a.device == "cpu" else "1.5b"
@@ -449,8 +456,8 @@ def parse_args(argv=None):
         a.rows = [1, 16] if a.quick else [1, 16, 64, 256]
     if a.max_new_tokens is None:
         a.max_new_tokens = 16 if a.quick else 32
-    if a.quick:
-        a.warmup = 0
+    if a.repeats is None:
+        a.repeats = 1 if a.device == "cpu" else 2
     if a.tag is None:
         a.tag = "cpu" if a.device == "cpu" else "gpu"
     return a
@@ -466,10 +473,31 @@ def cells(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.render:
+        res = json.loads(Path(args.render).read_text())
+        md = markdown(res)
+        if args.markdown_out:
+            Path(args.markdown_out).write_text(md)
+        if args.update_readme:
+            tag = args.tag if "--tag" in (argv if argv is not None else sys.argv) else (
+                "cpu" if res["args"]["device"] == "cpu" else "gpu")
+            update_readme(args.update_readme, tag, md)
+        if args.markdown or not (args.markdown_out or args.update_readme):
+            print(md)
+        return res
     global STAT
     STAT = args.stat
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.hfc_cache == "cold":
+        import atexit
+        import shutil
+        import tempfile
+        cold = tempfile.mkdtemp(prefix="hf_constrained_bench_cache_")
+        atexit.register(shutil.rmtree, cold, ignore_errors=True)
+        os.environ["HF_CONSTRAINED_CACHE"] = cold
+    elif args.hfc_cache == "off":
+        os.environ["HF_CONSTRAINED_CACHE"] = "0"
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         sys.exit("--device cuda but torch.cuda.is_available() is False")
     t_start = time.perf_counter()
@@ -513,25 +541,16 @@ def main(argv=None):
     result["versions"] = versions([l.name for l in libs])
     log("versions:", result["versions"])
 
-    # warm the model itself
+    # warm the model itself, in every shape that is timed below
     run_generate(model, inputs, "sample", min(args.rows), 4, args.seed, [], args.device, min_new_tokens=4)
+    for _ in range(args.warmup):
+        for mode, rows in cells(args):
+            run_generate(model, inputs, mode, rows, 4, args.seed, [], args.device)
 
-    # unconstrained baselines (same model, prompt, seed); always max_new_tokens steps
-    base = {}
-    for mode, rows in cells(args):
-        times = []
-        for r in range(args.repeats):
-            # no min_new_tokens (its processor costs time too); a random model practically never
-            # samples EOS, and the steps are counted anyway
-            _, m = run_generate(model, inputs, mode, rows, args.max_new_tokens, args.seed + r, [], args.device)
-            times.append(m)
-        base[(mode, rows)] = med(times)
-        log(f"unconstrained {mode:6s} rows {rows:3d}: {base[(mode, rows)]['ms_per_step']:.2f} ms/step")
-        result["runs"].append({"lib": "unconstrained", "pattern": None, "mode": mode, "rows": rows,
-                               **base[(mode, rows)], "repeats": times})
-
-    # per library
+    # ---- setup: tokenizer preparation, kernel warm-up, compile + first mask of every pattern
     scores_shape = (1, model.config.vocab_size)
+    handles = {}  # (lib name, pattern name) -> compiled handle
+    ready = []
     for lib in libs:
         setup = result["setup"].setdefault(lib.name, {"version": safe(lib.version), "patterns": {}})
         try:
@@ -544,6 +563,7 @@ def main(argv=None):
             log(f"{lib.name}: tokenizer preparation {exc_name(e)}: {e}")
             traceback.print_exc()
             continue
+        ready.append(lib)
         try:
             sync(args.device)
             t0 = time.perf_counter()
@@ -558,20 +578,18 @@ def main(argv=None):
         for pname, pattern in patterns.items():
             ps = setup["patterns"][pname] = {}
             # compile + time to first mask (compile, construct, one call on (1, prompt_len) + random scores)
-            g = torch.Generator().manual_seed(0)
-            scores = torch.randn(scores_shape, generator=g).to(args.device)
-            ids = inputs["input_ids"]
+            scores = torch.randn(scores_shape, generator=torch.Generator().manual_seed(0)).to(args.device)
             try:
                 sync(args.device)
                 t0 = time.perf_counter()
                 handle = lib.compile(pattern)
                 t1 = time.perf_counter()
-                proc = lib.processor(handle)
-                masked = proc(ids, scores)
+                masked = lib.processor(handle)(inputs["input_ids"], scores)
                 sync(args.device)
                 t2 = time.perf_counter()
                 ps["compile_s"], ps["first_mask_s"] = t1 - t0, t2 - t0
                 ps["first_mask_allowed"] = int(torch.isfinite(masked).sum())
+                handles[(lib.name, pname)] = handle
             except Exception as e:
                 ps["error"] = f"{exc_name(e)}: {e}"
                 log(f"{lib.name}/{pname}: compile {exc_name(e)}: {e}")
@@ -579,13 +597,39 @@ def main(argv=None):
                 continue
             log(f"{lib.name}/{pname}: compile {ps['compile_s'] * 1000:.1f} ms, first mask "
                 f"{ps['first_mask_s'] * 1000:.1f} ms ({ps['first_mask_allowed']} tokens allowed)")
-            for w in range(args.warmup):
+
+    # ---- warm-up: each library's kernels in every timed shape (first compiled pattern, sampling)
+    for lib in ready:
+        first = next((p for p in patterns if (lib.name, p) in handles), None)
+        for w in range(args.warmup if first else 0):
+            for rows in sorted(args.rows):
                 try:
-                    run_generate(model, inputs, "sample", min(16, max(args.rows)), args.max_new_tokens,
-                                 args.seed + 1000 + w, [lib.processor(handle)], args.device)
+                    run_generate(model, inputs, "sample", rows, 4, args.seed + 1000 + w,
+                                 [lib.processor(handles[(lib.name, first)])], args.device)
                 except Exception:
                     pass
-            for mode, rows in cells(args):
+
+    # ---- decoding: per (pattern, mode, rows) the unconstrained run and every library back to
+    # back (library order rotated from cell to cell), so that drifting machine load hits all alike
+    cell_no = 0
+    for pname, pattern in patterns.items():
+        for mode, rows in cells(args):
+            times = []
+            for r in range(args.repeats):
+                # no min_new_tokens (its processor costs time too); a random model practically never
+                # samples EOS, and the steps are counted anyway
+                _, m = run_generate(model, inputs, mode, rows, args.max_new_tokens, args.seed + r, [], args.device)
+                times.append(m)
+            base = med(times)
+            log(f"{pname} unconstrained {mode} rows {rows}: {base['ms_per_step']:.2f} ms/step")
+            result["runs"].append({"lib": "unconstrained", "pattern": pname, "mode": mode, "rows": rows,
+                                   **base, "repeats": times})
+            order = ready[cell_no % len(ready):] + ready[:cell_no % len(ready)] if ready else []
+            cell_no += 1
+            for lib in order:
+                if (lib.name, pname) not in handles:
+                    continue
+                handle = handles[(lib.name, pname)]
                 rec = {"lib": lib.name, "pattern": pname, "mode": mode, "rows": rows}
                 times, checks = [], []
                 try:
@@ -602,9 +646,8 @@ def main(argv=None):
                 if times:
                     rec.update(med(times))
                     rec["repeats"] = times
-                    b = base[(mode, rows)]["ms_per_step"]
-                    rec["unconstrained_ms_per_step"] = b
-                    rec["ratio"] = rec["ms_per_step"] / b
+                    rec["unconstrained_ms_per_step"] = base["ms_per_step"]
+                    rec["ratio"] = rec["ms_per_step"] / base["ms_per_step"]
                     agg = {k: sum(c[k] for c in checks) for k in
                            ("finished", "valid", "unfinished", "unfinished_not_prefix", "rows_with_special_tokens")}
                     agg["examples"] = checks[0]["examples"]
@@ -612,12 +655,13 @@ def main(argv=None):
                     rec["validity"] = agg
                     if "error" not in rec:
                         log(f"{lib.name}/{pname} {mode} rows {rows}: {rec['ms_per_step']:.2f} ms/step "
-                            f"(x{rec['ratio']:.2f}) proc {rec['proc_ms_per_step']:.2f} ms/step, {agg['valid']}/{agg['finished']} valid, "
-                            f"{agg['unfinished']} unfinished, steps {rec['steps']}, e.g. {agg['examples'][:2]}")
+                            f"(x{rec['ratio']:.2f}) proc {rec['proc_ms_per_step']:.2f} ms/step, "
+                            f"{agg['valid']}/{agg['finished']} valid, {agg['unfinished']} unfinished, "
+                            f"steps {rec['steps']}, e.g. {agg['examples'][:2]}")
                 result["runs"].append(rec)
                 gc.collect()
-                if args.device.startswith("cuda"):
-                    torch.cuda.empty_cache()
+    if args.hfc_cache != "off" and any(l.name == "hf_constrained" for l in libs) and "hf_constrained" in result["setup"]:
+        result["setup"]["hf_constrained (warm disk cache)"] = warm_cache_setup(model, inputs, patterns, args)
     result["total_s"] = time.perf_counter() - t_start
     try:
         result["machine"]["loadavg_end"] = os.getloadavg()
@@ -639,6 +683,33 @@ def main(argv=None):
 
 
 STAT = "min"
+
+
+def warm_cache_setup(model, inputs, patterns, args):
+    """hf_constrained setup again, as a second process would see it: new tokenizer
+    object (no in-memory cache), disk cache filled by the runs above."""
+    lib = HFConstrained(model, args.device)
+    setup = {"version": safe(lib.version), "patterns": {},
+             "cache_dir": os.environ.get("HF_CONSTRAINED_CACHE")}
+    t0 = time.perf_counter()
+    lib.prepare()
+    setup["tokenizer_prep_s"] = time.perf_counter() - t0
+    for pname, pattern in patterns.items():
+        ps = setup["patterns"][pname] = {}
+        scores = torch.randn((1, model.config.vocab_size), generator=torch.Generator().manual_seed(0)).to(args.device)
+        try:
+            sync(args.device)
+            t0 = time.perf_counter()
+            handle = lib.compile(pattern)
+            t1 = time.perf_counter()
+            lib.processor(handle)(inputs["input_ids"], scores)
+            sync(args.device)
+            ps["compile_s"], ps["first_mask_s"] = t1 - t0, time.perf_counter() - t0
+            ps["index_source"] = getattr(handle, "index_source", None)
+        except Exception as e:
+            ps["error"] = f"{exc_name(e)}: {e}"
+    log(f"hf_constrained (warm disk cache): {setup}")
+    return setup
 
 
 def med(times):
@@ -664,9 +735,15 @@ def _fmt_s(x):
     return f"{x * 1000:.0f} ms" if x < 10 else f"{x:.1f} s"
 
 
+def _short(err: str) -> str:
+    """'crashed: ValueError: long message' -> 'crashed: ValueError'."""
+    return ": ".join(err.split(": ")[:2])
+
+
 def markdown(res) -> str:
     a = res["args"]
     libs = [l for l in a["libs"] if l in res["setup"]]
+    setup_rows = libs + [k for k in res["setup"] if k not in libs]
     lines = []
     m = res["model"]
     lines.append(f"Model: random-weight Llama, hidden {m['hidden']}, {m['layers']} layers, vocab {m['vocab']}, "
@@ -682,21 +759,23 @@ def markdown(res) -> str:
         lines.append("Skipped: " + "; ".join(f"{k}: {w}" for k, w in res["skipped"].items()))
     lines.append("")
     lines.append("**Setup** (tokenizer preparation once per process; compile = regex to index/grammar; "
-                 "first mask = compile + construct the processor + one call on a (1, prompt_len) input)")
+                 "first mask = compile + construct the processor + one call on a (1, prompt_len) input; "
+                 "hf_constrained: disk cache empty (`--hfc-cache cold`), the warm row repeats its setup on a new "
+                 "tokenizer object once the cache holds what the runs below built)")
     lines.append("")
     lines.append("| library | tokenizer prep | mask-kernel warm-up | "
                  + " | ".join(f"{p}: compile / first mask" for p in res["patterns"]) + " |")
     lines.append("|---|---|---|" + "---|" * len(res["patterns"]))
-    for lib in libs:
+    for lib in setup_rows:
         s = res["setup"][lib]
-        row = [lib, _fmt_s(s.get("tokenizer_prep_s")) if "error" not in s else s["error"].split(":")[0] + ": " + s["error"].split(":")[1]]
-        row.append(_fmt_s(s.get("kernel_warmup_s")) if lib != "hf_constrained" else "– (none)")
+        row = [lib, _fmt_s(s.get("tokenizer_prep_s")) if "error" not in s else _short(s["error"])]
+        row.append(_fmt_s(s.get("kernel_warmup_s")) if not lib.startswith("hf_constrained") else "– (none)")
         for p in res["patterns"]:
             ps = s["patterns"].get(p)
             if ps is None:
                 row.append("–")
             elif "error" in ps:
-                row.append(ps["error"].split(":")[0] + ": " + ps["error"].split(":")[1].strip())
+                row.append(_short(ps["error"]))
             else:
                 row.append(f"{_fmt_s(ps['compile_s'])} / {_fmt_s(ps['first_mask_s'])}")
         lines.append("| " + " | ".join(row) + " |")
@@ -709,9 +788,11 @@ def markdown(res) -> str:
     lines.append("| pattern | mode | rows | unconstrained ms/step | " + " | ".join(libs) + " |")
     lines.append("|---|---|---|---|" + "---|" * len(libs))
     runs = res["runs"]
-    base = {(r["mode"], r["rows"]): r for r in runs if r["lib"] == "unconstrained"}
+    base = {(r["pattern"], r["mode"], r["rows"]): r for r in runs if r["lib"] == "unconstrained"}
     for p in res["patterns"]:
-        for (mode, rows), b in base.items():
+        for (bp, mode, rows), b in base.items():
+            if bp not in (p, None):  # None: one baseline for all patterns (older result files)
+                continue
             row = [p, mode, str(rows), f"{b['ms_per_step']:.2f}"]
             for lib in libs:
                 r = next((r for r in runs if r["lib"] == lib and r["pattern"] == p and r["mode"] == mode
