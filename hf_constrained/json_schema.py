@@ -143,7 +143,10 @@ from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 
-from .errors import ConstraintError
+from .errors import ConstraintError, RegexSyntaxError, UnsupportedRegexError
+from .regex_parser import (
+    negate_ranges, normalize_ranges, parse as parse_regex, parse_alternatives,
+)
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 from urllib.parse import unquote, urldefrag, urljoin
@@ -202,6 +205,9 @@ WHITESPACE = r"[ ]?"
 #: characters fit; ``maxLength: 100000`` is refused.  Bounds are charged as
 #: they are emitted, so the error names the keyword that overflowed.
 MAX_REGEX_SIZE = 100_000
+#: Cap on the regex *text* while it is being built (checked at every subschema),
+#: so schemas whose regex grows exponentially are refused fast.
+MAX_REGEX_TEXT = 400_000
 
 #: Maximal container nesting of unconstrained values (``{}``/``true``).
 ANY_VALUE_MAX_DEPTH = 2
@@ -482,15 +488,9 @@ def choice_regex(choices: list[str]) -> str:
 Intervals = tuple  # tuple[tuple[int, int], ...]
 
 
-def _norm(intervals) -> Intervals:
-    """Sort and merge intervals."""
-    out: list[list[int]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return tuple((a, b) for a, b in out)
+# Sorting/merging is regex_parser.normalize_ranges (which also drops
+# surrogates); the complement here spans *all* code points, surrogates
+# included, as the text of a negated class ``[^...]`` does.
 
 
 def _complement(iv: Intervals) -> Intervals:
@@ -502,10 +502,6 @@ def _complement(iv: Intervals) -> Intervals:
     if nxt <= _MAX_CP:
         out.append((nxt, _MAX_CP))
     return tuple(out)
-
-
-def _union(*sets: Intervals) -> Intervals:
-    return _norm([x for s in sets for x in s])
 
 
 def _subtract(a: Intervals, b: Intervals) -> Intervals:
@@ -557,7 +553,6 @@ def _class(iv: Intervals) -> Optional[str]:
 
 
 _ALL: Intervals = ((0, _MAX_CP),)
-_SURROGATES: Intervals = ((0xD800, 0xDFFF),)
 _JSON_SPECIAL: Intervals = ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
 _SHORT_ESCAPES = {0x22: '\\\\"', 0x5C: "\\\\\\\\", 0x08: "\\\\b", 0x0C: "\\\\f",
                   0x0A: "\\\\n", 0x0D: "\\\\r", 0x09: "\\\\t"}
@@ -570,7 +565,7 @@ def _encode_charset(iv: Intervals) -> Optional[str]:
     >>> _encode_charset(((0x0A, 0x0A), (0x61, 0x62)))
     '(?:[ab]|\\\\\\\\n)'
     """
-    plain = _subtract(iv, _union(_JSON_SPECIAL, _SURROGATES))
+    plain = normalize_ranges(_subtract(iv, _JSON_SPECIAL))  # no surrogates
     alts = [_class(plain)] if plain else []
     special = _intersect(iv, _JSON_SPECIAL)
     low: list[int] = []
@@ -583,7 +578,7 @@ def _encode_charset(iv: Intervals) -> Optional[str]:
     for hi_digit in (0, 1):
         digits = [cp & 0xF for cp in low if cp >> 4 == hi_digit]
         if digits:
-            cls = _class(_norm((d, d) for d in (ord(f"{x:x}") for x in digits)))
+            cls = _class(normalize_ranges((d, d) for d in (ord(f"{x:x}") for x in digits)))
             alts.append(f"\\\\u00{hi_digit}{cls}")
     return _alt(alts)
 
@@ -593,230 +588,51 @@ _CANON_CHAR = _encode_charset(_ALL)
 
 
 # ---------------------------------------------------------------------------
-# A parser for the regex subset accepted in ``pattern`` and ``whitespace``
+# Regexes accepted in ``pattern`` and ``whitespace`` (parsed by regex_parser)
 # ---------------------------------------------------------------------------
 
 
-class _PatternError(Exception):
-    """A pattern uses a construct the converter does not support."""
-
-
-# Python's Unicode-aware categories, as (subset, superset) pairs: a class
-# uses the subset, a negated class removes the superset, so the resulting set
-# is always contained in what Python's ``re`` would match.
+# Python's Unicode-aware shorthand classes, as (subset, superset) pairs: a
+# class uses the subset, a negated class removes the superset, so the
+# resulting set is always contained in what Python's ``re`` would match.
 _NON_ASCII: Intervals = ((0x80, _MAX_CP),)
 _DIGIT_LO: Intervals = ((0x30, 0x39),)
 _WORD_LO: Intervals = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
 _SPACE_LO: Intervals = ((0x09, 0x0D), (0x20, 0x20))
-_SPACE_HI: Intervals = _union(((0x09, 0x0D), (0x1C, 0x20)), _NON_ASCII)
-_CATEGORIES = {
-    "d": (_DIGIT_LO, _union(_DIGIT_LO, _NON_ASCII)),
-    "w": (_WORD_LO, _union(_WORD_LO, _NON_ASCII)),
+_SPACE_HI: Intervals = ((0x09, 0x0D), (0x1C, 0x20)) + _NON_ASCII
+_CLASSES = {
+    "d": (_DIGIT_LO, _DIGIT_LO + _NON_ASCII),
+    "w": (_WORD_LO, _WORD_LO + _NON_ASCII),
     "s": (_SPACE_LO, _SPACE_HI),
 }
 for _k in "dws":
-    _lo, _hi = _CATEGORIES[_k]
-    _CATEGORIES[_k.upper()] = (_complement(_hi), _complement(_lo))
-_SIMPLE_ESCAPES = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
+    _lo, _hi = _CLASSES[_k]
+    _CLASSES[_k.upper()] = (negate_ranges(_hi), negate_ranges(_lo))
 
 
-class _RegexParser:
-    """Recursive-descent parser producing a tiny AST.
+def _parse_regex(pattern: str) -> list:
+    """Top-level alternatives ``(tree, anchored_start, anchored_end)`` of a
+    user regex, shorthand classes approximated by ASCII (see ``_CLASSES``).
 
-    Nodes: ``("chars", intervals)``, ``("seq", [nodes])``,
-    ``("alt", [nodes])``, ``("rep", node, lo, hi)``, ``("group", node)``,
-    ``("bol",)``, ``("eol",)``.
+    Raises :class:`RegexSyntaxError` / :class:`UnsupportedRegexError`.
     """
-
-    def __init__(self, text: str):
-        self.s = text
-        self.i = 0
-
-    def parse(self):
-        node = self._alt()
-        if self.i != len(self.s):
-            raise _PatternError("unbalanced parenthesis")
-        return node
-
-    def _peek(self, k: int = 0) -> str:
-        j = self.i + k
-        return self.s[j] if j < len(self.s) else ""
-
-    def _alt(self):
-        branches = [self._seq()]
-        while self._peek() == "|":
-            self.i += 1
-            branches.append(self._seq())
-        return branches[0] if len(branches) == 1 else ("alt", branches)
-
-    def _seq(self):
-        items = []
-        while self._peek() not in ("", "|", ")"):
-            items.append(self._quantified(self._atom()))
-        return ("seq", items)
-
-    def _atom(self):
-        c = self.s[self.i]
-        self.i += 1
-        if c == "(":
-            if self.s.startswith("?:", self.i):
-                self.i += 2
-            elif self.s.startswith("?P<", self.i):
-                self.i = self.s.index(">", self.i) + 1
-            elif c == "(" and self._peek() == "?":
-                raise _PatternError(
-                    f"group construct '(?{self._peek(1)}' (lookaround, flags, "
-                    "backreference or atomic group) is not supported")
-            inner = self._alt()
-            if self._peek() != ")":
-                raise _PatternError("missing ')'")
-            self.i += 1
-            return ("group", inner)
-        if c == "[":
-            return ("chars", self._class())
-        if c == ".":
-            return ("chars", _complement(((10, 10),)))
-        if c == "^":
-            return ("bol",)
-        if c == "$":
-            return ("eol",)
-        if c == "\\":
-            lo, _hi, cp = self._escape(in_class=False)
-            return ("chars", lo if cp is None else ((cp, cp),))
-        if c in "*+?":
-            raise _PatternError("nothing to repeat")
-        return ("chars", ((ord(c), ord(c)),))
-
-    def _counts(self):
-        """Parse ``{m}``, ``{m,}``, ``{,n}``, ``{m,n}`` at ``{``; None if
-        the brace is a literal (Python's rule)."""
-        m = re.match(r"\{([0-9]*)(,([0-9]*))?\}", self.s[self.i:])
-        if not m or m.group(0) == "{}" or (m.group(1) == "" and m.group(2) is None):
-            return None
-        self.i += len(m.group(0))
-        lo = int(m.group(1) or 0)
-        if m.group(2) is None:
-            return lo, lo
-        return lo, int(m.group(3)) if m.group(3) else None
-
-    def _quantified(self, atom):
-        while True:
-            c = self._peek()
-            if c == "*":
-                self.i += 1
-                lo, hi = 0, None
-            elif c == "+":
-                self.i += 1
-                lo, hi = 1, None
-            elif c == "?":
-                self.i += 1
-                lo, hi = 0, 1
-            elif c == "{":
-                counts = self._counts()
-                if counts is None:
-                    return atom
-                lo, hi = counts
-            else:
-                return atom
-            if self._peek() == "?":
-                self.i += 1  # lazy: same language
-            elif self._peek() == "+":
-                raise _PatternError("possessive quantifiers are not supported")
-            if atom[0] in ("bol", "eol"):
-                raise _PatternError("quantified anchor")
-            atom = ("rep", atom, lo, hi)
-
-    def _escape(self, in_class: bool):
-        """Parse after a backslash: (subset, superset, codepoint-or-None)."""
-        c = self._peek()
-        if not c:
-            raise _PatternError("trailing backslash")
-        self.i += 1
-        if c in _CATEGORIES:
-            lo, hi = _CATEGORIES[c]
-            return lo, hi, None
-        if c in _SIMPLE_ESCAPES:
-            cp = _SIMPLE_ESCAPES[c]
-        elif c == "b" and in_class:
-            cp = 8
-        elif c in "xuU":
-            n = {"x": 2, "u": 4, "U": 8}[c]
-            digits = self.s[self.i:self.i + n]
-            if len(digits) != n or not re.fullmatch(r"[0-9a-fA-F]+", digits):
-                raise _PatternError(f"bad escape \\{c}")
-            self.i += n
-            cp = int(digits, 16)
-        elif c == "0" or (in_class and c in "01234567"):
-            digits = c
-            while len(digits) < 3 and self._peek() in tuple("01234567"):
-                digits += self._peek()
-                self.i += 1
-            cp = int(digits, 8)
-        elif c.isdigit():
-            raise _PatternError("backreferences are not supported")
-        elif c in "bBAZ":
-            raise _PatternError(f"anchor \\{c} is not supported")
-        elif c.isalnum():
-            raise _PatternError(f"escape \\{c} is not supported")
-        else:
-            cp = ord(c)
-        return ((cp, cp),), ((cp, cp),), cp
-
-    def _class_item(self):
-        c = self.s[self.i]
-        self.i += 1
-        if c == "\\":
-            return self._escape(in_class=True)
-        cp = ord(c)
-        return ((cp, cp),), ((cp, cp),), cp
-
-    def _class(self) -> Intervals:
-        negate = self._peek() == "^"
-        if negate:
-            self.i += 1
-        lows, highs, first = [], [], True
-        while True:
-            if self.i >= len(self.s):
-                raise _PatternError("unterminated character class")
-            if self._peek() == "]" and not first:
-                self.i += 1
-                break
-            first = False
-            lo, hi, cp = self._class_item()
-            if cp is not None and self._peek() == "-" and self._peek(1) not in ("]", ""):
-                self.i += 1
-                _lo2, _hi2, cp2 = self._class_item()
-                if cp2 is None or cp2 < cp:
-                    raise _PatternError("bad character range")
-                lo = hi = ((cp, cp2),)
-            lows.append(lo)
-            highs.append(hi)
-        if negate:
-            return _complement(_union(*highs))
-        return _union(*lows)
-
-
-def _has_anchor(node) -> bool:
-    kind = node[0]
-    if kind in ("bol", "eol"):
-        return True
-    if kind in ("seq", "alt"):
-        return any(_has_anchor(n) for n in node[1])
-    if kind in ("rep", "group"):
-        return _has_anchor(node[1])
-    return False
+    alternatives = parse_alternatives(pattern, _CLASSES)
+    # Escape pairs, scanned left to right (only a comment can fool this, and
+    # then only into refusing).
+    for m in re.finditer(r"\\(.)", pattern, re.S):
+        if m.group(1) in "AZN":
+            raise UnsupportedRegexError(
+                f"escape '\\{m.group(1)}'", pattern, m.start(),
+                "use ^ or $ for anchors, the character itself for \\N{...}")
+    return alternatives
 
 
 def _length_range(node) -> tuple[int, Optional[int]]:
     """(min, max) number of characters matched by ``node`` (max None: inf)."""
     kind = node[0]
-    if kind == "chars":
+    if kind == "cls":
         return (1, 1) if node[1] else (0, 0)
-    if kind in ("bol", "eol"):
-        return 0, 0
-    if kind == "group":
-        return _length_range(node[1])
-    if kind == "seq":
+    if kind == "cat":
         lo, hi = 0, 0
         for n in node[1]:
             a, b = _length_range(n)
@@ -835,39 +651,31 @@ def _length_range(node) -> tuple[int, Optional[int]]:
 
 def _emit(node, charset: Callable[[Intervals], Optional[str]],
           charge: Callable[[int, str], None]) -> Optional[str]:
-    """Regex text (None: empty language) for an anchor-free AST."""
+    """Regex text (None: empty language) for a regex_parser tree."""
     kind = node[0]
-    if kind == "chars":
+    if kind == "cls":
         return charset(node[1]) if node[1] else None
-    if kind == "group":
-        return _emit(node[1], charset, charge)
-    if kind == "seq":
+    if kind == "cat":
         return _concat(*[_emit(n, charset, charge) for n in node[1]])
     if kind == "alt":
         return _alt([_emit(n, charset, charge) for n in node[1]])
-    if kind == "rep":
-        inner = _emit(node[1], charset, charge)
-        lo, hi = node[2], node[3]
-        if inner is None:
-            return "" if lo == 0 else None
-        if hi is not None and hi > 1 or lo > 1:
-            charge(hi if hi is not None else lo, inner)
-        return _repeat(inner, lo, hi)
-    raise _PatternError("anchors are only supported at the very start/end")
+    inner = _emit(node[1], charset, charge)
+    lo, hi = node[2], node[3]
+    if inner is None:
+        return "" if lo == 0 else None
+    if hi is not None and hi > 1 or lo > 1:
+        charge(hi if hi is not None else lo, inner)
+    return _repeat(inner, lo, hi)
 
 
 def _node_size(node) -> int:
     kind = node[0]
-    if kind == "chars":
+    if kind == "cls":
         return 1
-    if kind in ("seq", "alt"):
+    if kind in ("cat", "alt"):
         return sum(_node_size(n) for n in node[1])
-    if kind == "group":
-        return _node_size(node[1])
-    if kind == "rep":
-        copies = node[2] + 1 if node[3] is None else max(node[3], 1)
-        return _node_size(node[1]) * copies
-    return 0
+    copies = node[2] + 1 if node[3] is None else max(node[3], 1)
+    return _node_size(node[1]) * copies
 
 
 @lru_cache(maxsize=4096)
@@ -878,15 +686,7 @@ def expanded_size(regex: str) -> int:
     >>> expanded_size("a[bc]{3}"), expanded_size("(?:ab|c)*")
     (4, 3)
     """
-    return _node_size(_RegexParser(regex).parse())
-
-
-def _parse_pattern(pattern: str):
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise _PatternError(f"invalid regular expression: {exc}") from None
-    return _RegexParser(pattern).parse()
+    return _node_size(parse_regex(regex))
 
 
 def _translate_pattern(pattern: str, charge: Callable[[int, str], None]):
@@ -895,28 +695,13 @@ def _translate_pattern(pattern: str, charge: Callable[[int, str], None]):
 
     Returns ``(regex or None, min_len, max_len)``.
     """
-    ast = _parse_pattern(pattern)
-    branches = ast[1] if ast[0] == "alt" else [ast]
     out, ranges = [], []
     anywhere = _repeat(_CANON_CHAR, 0, None)
-    for br in branches:
-        items = list(br[1]) if br[0] == "seq" else [br]
-        start = end = False
-        while items and items[0] == ("bol",):
-            items.pop(0)
-            start = True
-        while items and items[-1] == ("eol",):
-            items.pop()
-            end = True
-        body = ("seq", items)
-        if _has_anchor(body):
-            raise _PatternError("anchors (^, $) are only supported at the "
-                                "very start/end of the pattern or of a "
-                                "top-level alternative")
-        r = _emit(body, _encode_charset, charge)
+    for tree, start, end in _parse_regex(pattern):
+        r = _emit(tree, _encode_charset, charge)
         if r is None:
             continue
-        lo, hi = _length_range(body)
+        lo, hi = _length_range(tree)
         if not start:
             r, hi = anywhere + r, None
         if not end:
@@ -934,24 +719,27 @@ _JSON_WS: Intervals = ((9, 10), (13, 13), (32, 32))
 
 def _whitespace_regex(ws: str) -> str:
     """Validate/normalise the ``whitespace`` argument into the dialect."""
+    def fail(why: str):
+        raise ValueError(f"invalid whitespace pattern {ws!r}: {why}") from None
+
+    def charset(iv: Intervals) -> Optional[str]:
+        if _subtract(iv, _JSON_WS):
+            fail("it may only match JSON whitespace (space, \\t, \\n, \\r); "
+                 "note \\s is wider")
+        return _class(iv)
+
     try:
-        ast = _parse_pattern(ws)
-        if _has_anchor(ast):
-            raise _PatternError("anchors are not allowed")
-
-        def charset(iv: Intervals) -> Optional[str]:
-            if _subtract(iv, _JSON_WS):
-                raise _PatternError("it may only match JSON whitespace "
-                                    "(space, \\t, \\n, \\r); note \\s is wider")
-            return _class(iv)
-
-        r = _emit(ast, charset, lambda n, item: None)
-    except _PatternError as exc:
-        raise ValueError(f"invalid whitespace pattern {ws!r}: {exc}") from None
+        alternatives = _parse_regex(ws)
+    except (RegexSyntaxError, UnsupportedRegexError) as exc:
+        fail(str(exc))
+    if any(start or end for _, start, end in alternatives):
+        fail("anchors are not allowed")
+    trees = tuple(tree for tree, _, _ in alternatives)
+    r = _emit(trees[0] if len(trees) == 1 else ("alt", trees), charset,
+              lambda n, item: None)
     if r is None:
         raise ValueError(f"whitespace pattern {ws!r} matches nothing")
     return _group(r) if r and "|" in r and not _is_atom(r) else r
-
 
 # ---------------------------------------------------------------------------
 # Integer and decimal ranges
@@ -1526,7 +1314,15 @@ class _Converter:
             for p in parts:
                 if not self._flatten(p, flat, entered):
                     return None
-            return self._convert_flat(flat, parts)
+            result = self._convert_flat(flat, parts)
+            # Nested containers repeat their item regex, so text can double per
+            # level: stop early, before the exact (slower) size check at the end.
+            if result is not None and len(result) > MAX_REGEX_TEXT:
+                raise SchemaError(
+                    f"schema at {parts[0].ptr or '/'}: the regex text exceeds "
+                    f"MAX_REGEX_TEXT={MAX_REGEX_TEXT} characters (deeply nested arrays/objects "
+                    "multiply it); lower max_recursion_depth, bound the nesting or simplify the schema")
+            return result
         finally:
             for t in entered:
                 self.ref_counts[t] -= 1
@@ -1925,10 +1721,8 @@ class _Converter:
             try:
                 content, fmin, fmax = _translate_pattern(
                     pat, lambda n, item: self.charge(n, item, "pattern", ptr))
-            except _PatternError as exc:
-                raise _refuse("pattern", ptr, f"{exc}; rewrite the pattern "
-                              "with plain classes, groups, alternation and "
-                              "quantifiers") from None
+            except (RegexSyntaxError, UnsupportedRegexError) as exc:
+                raise _refuse("pattern", ptr, str(exc)) from None
             if content is None:
                 return None
         else:
@@ -2239,7 +2033,7 @@ def _key_excluding(names: list) -> str:
     def walk(node: dict) -> str:
         children = sorted(k for k in node if k is not None)
         alts = [] if None in node else [""]
-        used = _norm((ord(c), ord(c)) for c in children)
+        used = normalize_ranges((ord(c), ord(c)) for c in children)
         other = _encode_charset(_subtract(_ALL, used))
         alts.append(other + anything)
         for c in children:

@@ -16,6 +16,8 @@ flags, possessive quantifiers, anchors in the middle) raise
 :class:`~hf_constrained.errors.UnsupportedRegexError` naming the construct and
 its position; malformed patterns raise
 :class:`~hf_constrained.errors.RegexSyntaxError` with the position.
+:func:`parse_alternatives` also reports which top-level alternatives were
+anchored (for ``re.search`` semantics).
 
 >>> parse("a|b")
 ('alt', (('cls', ((97, 97),)), ('cls', ((98, 98),))))
@@ -39,6 +41,7 @@ _COMMENT = ("comment",)  # returned by group() for (?#...); never in a tree
 # Python's re only takes ASCII digits in counted repetitions ("a{\u0661}" is
 # literal text there).
 _COUNTED = re.compile(r"\{([0-9]*)(,?)([0-9]*)\}")
+_END_ANCHORS = re.compile(r"(?:\$|\\Z)*(?=\||\Z)")
 
 
 def normalize_ranges(ranges) -> tuple:
@@ -107,11 +110,15 @@ _SIMPLE_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
 
 
 class _Parser:
-    def __init__(self, pattern: str):
+    def __init__(self, pattern: str, classes=None):
         self.p = pattern
         self.i = 0
         self.depth = 0
         self.names: set = set()
+        self.classes = classes or {}
+        # [start anchored, end anchored] per top-level alternative
+        self.anchored: list = []
+        self.repeated_anchors = False  # accept "^^a" / "a$$" (parse_alternatives)
 
     # -- helpers -------------------------------------------------------
     def error(self, msg: str, pos: int | None = None):
@@ -144,6 +151,8 @@ class _Parser:
         return options[0] if len(options) == 1 else ("alt", tuple(options))
 
     def concatenation(self, top: bool):
+        if top:
+            self.anchored.append([False, False])
         items = []
         start = self.i
         last_quantified = False
@@ -151,7 +160,9 @@ class _Parser:
             pos = self.i
             c = self.peek()
             if c in "^$" or (c == "\\" and self.peek(1) in ("A", "Z")):
-                self._anchor(c if c != "\\" else "\\" + self.peek(1), pos, top, start)
+                if self._anchor(c if c != "\\" else "\\" + self.peek(1), pos, top, start):
+                    if self.repeated_anchors:
+                        start = self.i
                 continue
             atom = self.atom()
             repeated = False
@@ -185,9 +196,14 @@ class _Parser:
             self._nothing_to_repeat()
         at_start = token in ("^", "\\A")
         if top and at_start and pos == start:
-            return  # no-op under fullmatch
-        if top and not at_start and (self.eof() or self.peek() == "|"):
-            return  # no-op under fullmatch
+            self.anchored[-1][0] = True
+            return True  # no-op under fullmatch
+        if top and not at_start and (
+            self.eof() or self.peek() == "|"
+            or (self.repeated_anchors and _END_ANCHORS.match(self.p, self.i))
+        ):
+            self.anchored[-1][1] = True
+            return False  # no-op under fullmatch
         where = "at the start" if at_start else "at the end"
         self.unsupported(
             f"anchor '{token}'",
@@ -324,7 +340,8 @@ class _Parser:
         c = self.p[self.i]
         self.i += 1
         if c in "dDwWsS":
-            return ("set", _shorthand(c)) if in_class else ("cls", _shorthand(c))
+            subset, superset = self.classes.get(c) or (_shorthand(c),) * 2
+            return ("set", subset, superset) if in_class else ("cls", subset)
         if c == "b" and not in_class:
             self.unsupported("word boundary \\b", pos)
         if c == "B" and not in_class:
@@ -402,7 +419,7 @@ class _Parser:
         if self.peek() == "^":
             negated = True
             self.i += 1
-        ranges = []
+        ranges, removed = [], []  # what the class adds / what a negation removes
         first = True
         while True:
             if self.eof():
@@ -421,12 +438,14 @@ class _Parser:
                 if lo[0] == "set" or hi[0] == "set" or hi[1] < lo[1]:
                     self.error(f"bad character range {self.p[item:self.i]}", item)
                 ranges.append((lo[1], hi[1]))
+                removed.append((lo[1], hi[1]))
             elif lo[0] == "set":
                 ranges.extend(lo[1])
+                removed.extend(lo[2])
             else:
                 ranges.append((lo[1], lo[1]))
-        result = negate_ranges(ranges) if negated else normalize_ranges(ranges)
-        return result
+                removed.append((lo[1], lo[1]))
+        return negate_ranges(removed) if negated else normalize_ranges(ranges)
 
     def _class_item(self):
         c = self.peek()
@@ -446,3 +465,29 @@ def parse(pattern: str):
     if not isinstance(pattern, str):
         raise TypeError(f"a regex pattern must be a str, not {type(pattern).__name__}")
     return _Parser(pattern).parse()
+
+
+def parse_alternatives(pattern: str, classes=None) -> list:
+    """Parse ``pattern`` as :func:`parse` does, one entry per top-level alternative.
+
+    Each entry is ``(tree, anchored_start, anchored_end)``: whether that
+    alternative began with ``^``/``\\A`` or ended with ``$``/``\\Z`` (which
+    :func:`parse` drops, being no-ops under ``re.fullmatch``; they matter
+    under ``re.search``). Unlike :func:`parse`, repeated anchors (``^^a``,
+    ``a$$``, valid in ``re``) are accepted.
+
+    ``classes`` optionally overrides the shorthand classes: it maps a letter
+    of ``dDwWsS`` to ``(subset, superset)`` ranges; ``\\d`` or ``[\\d]`` uses
+    the subset and a negated class ``[^\\d]`` removes the superset, so a
+    caller can under-approximate Python's Unicode-wide classes.
+
+    >>> parse_alternatives("^a|b$")
+    [(('cls', ((97, 97),)), True, False), (('cls', ((98, 98),)), False, True)]
+    """
+    if not isinstance(pattern, str):
+        raise TypeError(f"a regex pattern must be a str, not {type(pattern).__name__}")
+    parser = _Parser(pattern, classes)
+    parser.repeated_anchors = True  # valid in re, and the same as one
+    tree = parser.parse()
+    branches = tree[1] if len(parser.anchored) > 1 else (tree,)
+    return [(t, start, end) for t, (start, end) in zip(branches, parser.anchored)]

@@ -1140,3 +1140,16 @@ def test_random_schemas_are_sound():
         except SchemaError as exc:
             assert " at /" in str(exc)
     assert accepted > 80
+
+
+def test_exponentially_growing_schema_is_refused_fast():
+    """Nested arrays double the regex text per level: refuse quickly, never OOM."""
+    import time
+
+    schema = {"type": "integer"}
+    for _ in range(40):
+        schema = {"type": "array", "items": schema}
+    t0 = time.perf_counter()
+    with pytest.raises(SchemaError, match="MAX_REGEX_TEXT"):
+        schema_to_regex(schema)
+    assert time.perf_counter() - t0 < 10

@@ -19,7 +19,13 @@ from hf_constrained.errors import (
     RegexSyntaxError,
     UnsupportedRegexError,
 )
-from hf_constrained.regex_parser import DOT, negate_ranges, normalize_ranges, parse
+from hf_constrained.regex_parser import (
+    DOT,
+    negate_ranges,
+    normalize_ranges,
+    parse,
+    parse_alternatives,
+)
 
 
 # ---------------------------------------------------------------- oracle helpers
@@ -283,6 +289,62 @@ def test_dollar_does_not_accept_a_trailing_newline_under_fullmatch():
     tree = parse("abc$")
     assert re.fullmatch("abc$", "abc\n") is None
     assert not tree_fullmatch(tree, "abc\n")
+
+
+# ---------------------------------------------------------------- parse_alternatives
+A, B = ("cls", ((97, 97),)), ("cls", ((98, 98),))
+EMPTY_TREE = ("cat", ())
+
+
+@pytest.mark.parametrize(
+    "pattern,expected",
+    [
+        ("a", [(A, False, False)]),
+        ("^a$", [(A, True, True)]),
+        ("\\Aa\\Z", [(A, True, True)]),
+        ("^a|b$", [(A, True, False), (B, False, True)]),
+        ("a|^b$|", [(A, False, False), (B, True, True), (EMPTY_TREE, False, False)]),
+        ("(?:a|b)", [(("alt", (A, B)), False, False)]),
+        ("^(?:a|b)$", [(("alt", (A, B)), True, True)]),
+        ("^$", [(EMPTY_TREE, True, True)]),
+        ("", [(EMPTY_TREE, False, False)]),
+        # repeated anchors are valid in re and mean the same as one
+        ("^^a$$|b\\Z$", [(A, True, True), (B, False, True)]),
+    ],
+)
+def test_parse_alternatives(pattern, expected):
+    assert parse_alternatives(pattern) == expected
+    if "^^" not in pattern:  # parse() refuses repeated anchors
+        trees = [t for t, _, _ in expected]
+        assert parse(pattern) == (trees[0] if len(trees) == 1 else ("alt", tuple(trees)))
+
+
+@pytest.mark.parametrize("pattern", ["a^b", "a$b", "(^a)", "(a$)", "$a", "$^", "a$(?#c)"])
+def test_parse_alternatives_rejects_inner_anchors(pattern):
+    with pytest.raises(UnsupportedRegexError):
+        parse_alternatives(pattern)
+
+
+def test_parse_alternatives_class_overrides():
+    ascii_digit = ((48, 57),)
+    digit_or_non_ascii = ((48, 57), (128, 0x10FFFF))
+    classes = {"d": (ascii_digit, digit_or_non_ascii)}
+    # a shorthand or a class uses the subset, a negated class removes the superset
+    assert parse_alternatives("\\d", classes) == [(("cls", ascii_digit), False, False)]
+    assert parse_alternatives("[\\da]", classes) == [
+        (("cls", ((48, 57), (97, 97))), False, False)
+    ]
+    assert parse_alternatives("[^\\d]", classes) == [(("cls", ((0, 47), (58, 127))), False, False)]
+    # other letters keep re's exact classes
+    assert parse_alternatives("\\w", classes)[0][0] == parse("\\w")
+    assert parse_alternatives("[^\\d]")[0][0] == parse("[^\\d]") == parse("\\D")
+
+
+def test_parse_alternatives_errors_like_parse():
+    with pytest.raises(RegexSyntaxError):
+        parse_alternatives("a(")
+    with pytest.raises(TypeError):
+        parse_alternatives(b"a")
 
 
 # ---------------------------------------------------------------- literal braces
