@@ -34,8 +34,7 @@ class TokenIndex:
             raise ValueError("at least one EOS token id is needed")
         self.pad_token_id = pad_token_id
         self.node_cls = dfa.byte_class[vocab.node_byte]
-        self._allowed: dict[int, np.ndarray] = {}
-        self._packed: dict[int, np.ndarray] = {}  # imported from the disk cache, unpacked on use
+        self._bits: dict[int, np.ndarray] = {}  # state -> packed allowed-token bits
         self._live: np.ndarray | None = None  # token-level liveness (partial vocabularies)
         self._is_eos = np.zeros(max(vocab.size, int(self.eos_ids.max()) + 1), dtype=bool)
         self._is_eos[self.eos_ids] = True
@@ -148,38 +147,51 @@ class TokenIndex:
                     "(some bytes it needs have no token)")
 
     # -- public --------------------------------------------------------------
-    def allowed(self, q: int) -> np.ndarray:
-        """Sorted token ids allowed after reaching state ``q`` (EOS included iff accepting)."""
-        got = self._allowed.get(q)
+    def bits(self, q: int) -> np.ndarray:
+        """Allowed tokens of state ``q`` as a packed little-endian bitmask (cached).
+
+        Masks are stored packed (16 KB per state for 129k tokens) so a full
+        index of a JSON Schema regex stays small on the host.
+        """
+        got = self._bits.get(q)
         if got is not None:
             return got
-        packed = self._packed.pop(q, None)
-        if packed is not None:
-            ids = np.flatnonzero(np.unpackbits(packed, bitorder="little")).astype(np.int32)
-            self._allowed[q] = ids
-            return ids
+        hit = np.zeros(self._bits_width(), dtype=bool)
         if q == DEAD or q == FINISHED:
-            ids = self.eos_ids
+            hit[self.eos_ids] = True
             if self.pad_token_id is not None and q == FINISHED:
-                ids = np.union1d(ids, [self.pad_token_id])
+                hit[self.pad_token_id] = True
         else:
             ids, nxt = self._walk_trie(q)
             if self._live is not None:  # covers every reachable state (explored eagerly)
                 ids = ids[self._live[nxt]]
-            if self.dfa.accepting[q]:
-                ids = np.concatenate([ids, self.eos_ids])
-            # sort + dedupe by a bool scatter: O(vocab), far cheaper than np.unique
-            hit = np.zeros(self._bits_width(), dtype=bool)
             hit[ids] = True
-            ids = np.flatnonzero(hit).astype(np.int32)
-            if len(ids) == 0:  # cannot happen for live states; guard against silent NaNs
+            if self.dfa.accepting[q]:
+                hit[self.eos_ids] = True
+            if not hit.any():  # cannot happen for live states; guard against silent NaNs
                 raise StateLimitError(f"internal error: state {q} allows no token")
-        self._allowed[q] = ids
-        return ids
+        packed = np.packbits(hit, bitorder="little")
+        self._bits[q] = packed
+        return packed
+
+    def allowed(self, q: int) -> np.ndarray:
+        """Sorted token ids allowed after reaching state ``q`` (EOS included iff accepting)."""
+        return np.flatnonzero(np.unpackbits(self.bits(q), bitorder="little")).astype(np.int32)
+
+    def allowed_mask(self, q: int, width: int) -> np.ndarray:
+        """Bool mask of :meth:`allowed` over ``width`` logits (ids beyond the vocabulary: False)."""
+        unpacked = np.unpackbits(self.bits(q), bitorder="little").astype(bool)
+        if width <= len(unpacked):
+            return unpacked[:width]
+        return np.concatenate([unpacked, np.zeros(width - len(unpacked), dtype=bool)])
+
+    def mask_bytes(self, q: int, width: int) -> np.ndarray:
+        """Packed little-endian bitmask (``ceil(width/8)`` bytes) of :meth:`allowed`."""
+        return np.packbits(self.allowed_mask(q, ((width + 7) // 8) * 8), bitorder="little")
 
     @property
     def num_computed(self) -> int:
-        return len(self._allowed) + len(self._packed)
+        return len(self._bits)
 
     def _bits_width(self) -> int:
         top = max(self.vocab.size, int(self.eos_ids.max()) + 1,
@@ -188,28 +200,17 @@ class TokenIndex:
 
     def export_masks(self) -> dict:
         """Packed masks of every state computed so far (for the disk cache)."""
-        width = self._bits_width()
-        states = sorted(s for s in set(self._allowed) | set(self._packed) if s > 0)
-        rows = [self._packed[s] if s in self._packed else self.mask_bytes(s, width) for s in states]
+        states = sorted(s for s in self._bits if s > 0)
+        rows = [self._bits[s] for s in states]
         return {"idx_states": np.array(states, dtype=np.int64),
-                "idx_bits": np.stack(rows) if rows else np.zeros((0, width // 8), np.uint8)}
+                "idx_bits": np.stack(rows) if rows else np.zeros((0, self._bits_width() // 8), np.uint8)}
 
     def import_masks(self, arrays: dict, mapping: np.ndarray) -> None:
         """Adopt masks exported by :meth:`export_masks` (``mapping``: their ids -> ours)."""
         if arrays["idx_bits"].shape[1] != self._bits_width() // 8:
             raise ValueError("cached masks were built for a different vocabulary width")
         for s, bits in zip(arrays["idx_states"].tolist(), arrays["idx_bits"]):
-            ours = int(mapping[s])
-            if ours not in self._allowed:
-                self._packed[ours] = bits
-
-    def mask_bytes(self, q: int, width: int) -> np.ndarray:
-        """Packed little-endian bitmask (``ceil(width/8)`` bytes) of :meth:`allowed`."""
-        ids = self.allowed(q)
-        ids = ids[ids < width]
-        bits = np.zeros(((width + 7) // 8) * 8, dtype=bool)
-        bits[ids] = True
-        return np.packbits(bits, bitorder="little")
+            self._bits.setdefault(int(mapping[s]), bits)
 
     def next_states(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """Vectorised token-level transition for many rows at once."""

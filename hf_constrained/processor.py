@@ -128,10 +128,7 @@ class _MaskTable:
         if self.packed:
             host = np.stack([~self.index.mask_bytes(s, self.width) for s in states])
         else:
-            host = np.ones((len(states), self.width), dtype=bool)
-            for i, s in enumerate(states):
-                ids = self.index.allowed(s)
-                host[i, ids[ids < self.width]] = False
+            host = np.stack([~self.index.allowed_mask(s, self.width) for s in states])
         base, need = self.used, self.used + len(states)
         if need > len(self.table):  # grow geometrically: amortised O(1) copies per state
             grown = torch.zeros((max(need, 2 * len(self.table), 16), self.table.shape[1]),
@@ -188,6 +185,7 @@ class _Run:
         # Min-length processors only ban EOS: their conflicts are checked exactly
         # on the host. Any other banning processor needs a look at the scores.
         self.length_guards = [p for p in before if _length_guard_ban(p, 0) is not None]
+        self.only_banned: dict = {}  # (state, banned ids) -> every allowed token is banned
         self.banning = [_BANNING.get(type(p).__name__, type(p).__name__)
                         for p in before if _length_guard_ban(p, 0) is None]
         # generate() keeps the raw logits it passes us only for output_logits=True;
@@ -426,7 +424,11 @@ class RegexProcessor(LogitsProcessor):
             if not banned:
                 continue
             for s in np.unique(states).tolist():
-                if set(self.index.allowed(s).tolist()) <= banned:
+                key = (s, banned)
+                if key not in run.only_banned:
+                    ids = self.index.allowed(s)
+                    run.only_banned[key] = len(ids) <= len(banned) and set(ids.tolist()) <= banned
+                if run.only_banned[key]:
                     row = int(np.nonzero(states == s)[0][0])
                     raise GenerationConflictError(
                         f"at generated token {length - run.prompt_len}, row {row} has matched its pattern "
