@@ -44,9 +44,9 @@ class TokenIndex:
     # -- walking -----------------------------------------------------------
     def _lookup(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
         dfa = self.dfa
-        todo = states[~dfa.expanded[states]]
-        if len(todo):
-            dfa.expand_many(todo)
+        done = dfa.expanded[states]
+        if not done.all():
+            dfa.expand_many(states[~done])
         return dfa.table[states, classes]
 
     def _walk_trie(self, q: int):
@@ -74,18 +74,18 @@ class TokenIndex:
                 dense[nodes - ds[d - 1]] = states
             if dense is not None:
                 ps = dense[v.node_parent[a:b] - ds[d - 1]]
-                cur = self._lookup(ps, self.node_cls[a:b]).astype(np.int64)
+                cur = self._lookup(ps, self.node_cls[a:b])  # int32 states, no widening pass
                 t0, t1 = int(v.term_start[a]), int(v.term_end[b - 1])
                 if t1 > t0:
                     st = cur[v.term_node[t0:t1] - a]
                     keep = st != dead
                     out_ids.append(v.term_ids[t0:t1][keep])
-                    out_states.append(st[keep])
+                    out_states.append(st[keep].astype(np.int64))
                 live = np.flatnonzero(cur)
                 if len(live) == 0:
                     break
                 if len(live) * 8 < b - a:  # back to sparse
-                    nodes, states, dense = live + a, cur[live], None
+                    nodes, states, dense = live + a, cur[live].astype(np.int64), None
                 else:
                     dense = cur
                 continue
