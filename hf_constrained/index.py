@@ -23,6 +23,12 @@ from .vocabulary import Vocabulary
 FINISHED = -1  # a row that emitted EOS: only EOS/pad may follow
 
 
+def _spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``range(starts[i], starts[i] + counts[i])`` for all i (vectorised)."""
+    return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+
+
+
 class TokenIndex:
     """Lazily computed per-state token masks and token-level transitions."""
 
@@ -89,13 +95,11 @@ class TokenIndex:
                 else:
                     dense = cur
                 continue
-            cs, ce = v.child_start[nodes], v.child_end[nodes]
-            counts = ce - cs
-            total = int(counts.sum())
-            if total == 0:
+            cs = v.child_start[nodes]
+            counts = v.child_end[nodes] - cs
+            if not counts.any():
                 break
-            starts = np.repeat(cs - np.cumsum(counts) + counts, counts)
-            child = starts + np.arange(total)
+            child = _spans(cs, counts)
             nxt = self._lookup(np.repeat(states, counts), self.node_cls[child]).astype(np.int64)
             keep = nxt != dead
             nodes, states = child[keep], nxt[keep]
@@ -106,9 +110,7 @@ class TokenIndex:
             if tcount.any():
                 has = tcount > 0
                 ts, tcount = ts[has], tcount[has]
-                tot = int(tcount.sum())
-                pos = np.repeat(ts - np.cumsum(tcount) + tcount, tcount) + np.arange(tot)
-                out_ids.append(v.term_ids[pos])
+                out_ids.append(v.term_ids[_spans(ts, tcount)])
                 out_states.append(np.repeat(states[has], tcount))
         if not out_ids:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -211,6 +213,17 @@ class TokenIndex:
             raise ValueError("cached masks were built for a different vocabulary width")
         for s, bits in zip(arrays["idx_states"].tolist(), arrays["idx_bits"]):
             self._bits.setdefault(int(mapping[s]), bits)
+
+    def walk_tokens(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """States after feeding each row of ``tokens`` (rows x steps) from ``states``.
+
+        Vectorised over rows, one :meth:`next_states` per column; ``-1`` pads a
+        short row (a finished row stays finished, any other row becomes dead).
+        """
+        cur = np.asarray(states, dtype=np.int64).copy()
+        for j in range(tokens.shape[1]):
+            cur = self.next_states(cur, tokens[:, j])
+        return cur
 
     def next_states(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """Vectorised token-level transition for many rows at once."""

@@ -148,12 +148,12 @@ class _MaskTable:
 
     def rows_for(self, states: np.ndarray) -> torch.Tensor:
         """Device index tensor of table rows for ``states`` (dead and finished share row 0)."""
-        live = np.maximum(states, 0)
-        if live.max(initial=0) >= len(self.row_of) or (self.row_of[live[states > 0]] < 0).any():
-            missing = np.unique(states[states > 0])
-            missing = missing[(missing >= len(self.row_of)) | (self.row_of[np.minimum(missing, len(self.row_of) - 1)] < 0)]
-            self._add(missing.tolist())
-        rows = np.where(states > 0, self.row_of[live], 0)
+        seen = np.unique(states[states > 0])
+        known = seen < len(self.row_of)
+        known[known] = self.row_of[seen[known]] >= 0
+        if not known.all():
+            self._add(seen[~known].tolist())
+        rows = np.where(states > 0, self.row_of[np.maximum(states, 0)], 0)
         return torch.from_numpy(rows).to(self.device, non_blocking=True)
 
     def banned(self, rows: torch.Tensor) -> torch.Tensor:
@@ -181,6 +181,7 @@ class _Run:
         # hist[g] = (parent row in hist[g-1] or -1, state) for generated length g
         self.hist = [(None, self.start_states.copy())]
         self.last_ids = input_ids.clone()
+        self.last_hash = None
         before = _processors_before(proc)
         # Min-length processors only ban EOS: their conflicts are checked exactly
         # on the host. Any other banning processor needs a look at the scores.
@@ -207,6 +208,7 @@ class _Run:
             self.hist.append((np.full(self.rows, -1), np.full(self.rows, _UNKNOWN)))
         self.hist.append((parents, states))
         self.last_ids = input_ids.clone()
+        self.last_hash = None  # hash of last_ids, set by the caller when it has it
 
     def ancestors(self, parent: np.ndarray, k: int) -> np.ndarray:
         """States at generated length ``k`` of the previous call's rows ``parent``."""
@@ -369,7 +371,7 @@ class RegexProcessor(LogitsProcessor):
 
     def _hash(self, ids: torch.Tensor) -> torch.Tensor:
         n = ids.shape[1]
-        if self._pow is None or self._pow.shape[0] < n or self._pow.device != ids.device:
+        if self._pow is None or self._pow.shape[0] <= n or self._pow.device != ids.device:
             g = torch.Generator().manual_seed(_HASH_SEED)
             size = max(n, 256) * 2
             self._pow = torch.randint(-(2 ** 62), 2 ** 62, (size,), generator=g, dtype=torch.long).to(ids.device)
@@ -384,7 +386,9 @@ class RegexProcessor(LogitsProcessor):
             return self._from_scratch(run, input_ids, np.ones(rows, bool), np.zeros(rows, np.int64))
         new_prefix = input_ids[:, : length - 1]
         old_prefix = prev[:, : length - 1]
-        hn, hp = self._hash(new_prefix), self._hash(old_prefix)
+        hn = self._hash(new_prefix)
+        # usual step: the new prefix is the whole previous call, whose hash we kept
+        hp = run.last_hash if length - 1 == prev.shape[1] and run.last_hash is not None else self._hash(old_prefix)
         eq = hn[:, None] == hp[None, :]
         ar = torch.arange(rows, device=input_ids.device)
         same = torch.zeros(rows, dtype=torch.bool, device=input_ids.device)
@@ -400,6 +404,7 @@ class RegexProcessor(LogitsProcessor):
         if unknown.any():
             states = self._from_scratch(run, input_ids, unknown, states, record=False)
         run.record(k + 1, np.where(unknown, -1, parent_h), states, input_ids)
+        run.last_hash = hn + input_ids[:, -1] * self._pow[length - 1]
         return states
 
     def _from_scratch(self, run: _Run, input_ids, which: np.ndarray, states: np.ndarray,
@@ -409,9 +414,7 @@ class RegexProcessor(LogitsProcessor):
         p = run.prompt_len
         idx = np.nonzero(which)[0]
         gen = input_ids[torch.from_numpy(idx).to(input_ids.device), p:].cpu().numpy()
-        cur = run.start_states[idx]
-        for j in range(gen.shape[1]):
-            cur = self.index.next_states(cur, gen[:, j])
+        cur = self.index.walk_tokens(run.start_states[idx], gen)
         states = states.copy()
         states[idx] = cur
         if record:
@@ -480,10 +483,7 @@ class RegexProcessor(LogitsProcessor):
         if run is None:
             raise GenerationConflictError("no generate() call has used this processor yet")
         gen = input_ids[:, run.prompt_len:].cpu().numpy()
-        cur = run.start_states[: gen.shape[0]].copy()
-        for j in range(gen.shape[1]):
-            cur = self.index.next_states(cur, gen[:, j])
-        return cur
+        return self.index.walk_tokens(run.start_states[: gen.shape[0]], gen)
 
     # ------------------------------------------------------------ shape
     def _infer_num_prompts(self, input_ids: torch.Tensor, config) -> int:
@@ -578,15 +578,15 @@ class RegexProcessor(LogitsProcessor):
         return result
 
     def _finished(self, gen: list, num_prompts: int) -> list:
+        """Per row: did it end with EOS in an accepting state (recomputed from its tokens)?"""
         per = len(gen) // num_prompts
-        out = []
+        rows = np.arange(len(gen))
+        starts = self._starts[np.zeros_like(rows) if len(self._starts) == 1 else rows // per]
+        width = max((len(ids) for ids in gen), default=0)
+        tokens = np.full((len(gen), width), -1, dtype=np.int64)
         for r, ids in enumerate(gen):
-            start = int(self._starts[0 if len(self._starts) == 1 else r // per])
-            state = np.array([start])
-            for t in ids:
-                state = self.index.next_states(state, np.array([t]))
-            out.append(int(state[0]) == FINISHED)
-        return out
+            tokens[r, : len(ids)] = ids
+        return (self.index.walk_tokens(starts, tokens) == FINISHED).tolist()
 
     def _logprobs(self, out, gen: list):
         scores = getattr(out, "scores", None)
