@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -117,9 +116,7 @@ def locked(path: Path):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             waited = True
-            t0 = time.monotonic()
             fcntl.flock(fd, fcntl.LOCK_EX)
-            del t0
         yield waited
     finally:
         try:

@@ -75,7 +75,7 @@ def _flatten(spec: dict) -> list[dict]:
 
 
 def _piece_decoder(tokenizer):
-    """Return (decoder kind, piece -> bytes|None function, strip_leading_space)."""
+    """Return (decoder kind, piece -> bytes function or None, strip_leading_space)."""
     spec = _decoder_spec(tokenizer)
     if spec is None:
         raise UnsupportedTokenizerError(
@@ -85,12 +85,7 @@ def _piece_decoder(tokenizer):
     parts = _flatten(spec)
     kinds = [p.get("type") for p in parts]
     if kinds == ["ByteLevel"]:
-        def piece_bytes(piece: str):
-            try:
-                return bytes(_BYTE_DECODER[c] for c in piece)
-            except KeyError:
-                return None
-        return "bytelevel", piece_bytes, False
+        return "bytelevel", None, False  # decoded all at once by _bytelevel_arrays
 
     replace_from, strip, byte_fallback = None, False, False
     for p in parts:
