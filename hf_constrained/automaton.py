@@ -1,15 +1,19 @@
-"""Byte-level automata: syntax tree -> UTF-8 byte NFA -> lazily determinised DFA.
+"""Byte-level automata: syntax tree -> positions with counters -> lazily determinised DFA.
 
-The DFA is built on demand: a state's row of transitions is computed the first
-time something walks out of it, so the cost follows what generation visits,
-not the size of the pattern (a JSON Schema regex can have an astronomically
-large full DFA). Several patterns share one automaton, each with its own start
-state, so a batch with one pattern per prompt still uses a single transition
-table.
+No NFA is materialised. An NFA state is a *position*: a character class of
+the syntax tree, the bytes of the current UTF-8 character read so far, and one
+counter per enclosing counted repetition, so ``[a-z]{1,64}`` costs one leaf
+and a counter rather than 64 copies. Positions and the DFA states (sets of
+positions) are both created on first use: a state's row of transitions is
+computed the first time something walks out of it, so the cost follows what
+generation visits, not the size of the pattern (a JSON Schema regex can expand
+to 10^5 copies and have an astronomically large full DFA). Several patterns
+share one automaton, each with its own start state, so a batch with one
+pattern per prompt still uses a single transition table.
 
 States are small integers. State ``0`` is the dead state (no match possible
-any more). Every other state can still reach a full match, because NFA states
-that cannot reach the accepting state are pruned before determinisation.
+any more). Every other state can still reach a full match, because subtrees
+with an empty language are pruned before any position exists.
 
 >>> dfa = LazyDFA.from_patterns([r"ab|ac"])
 >>> s = dfa.walk(dfa.starts[0], b"a")
@@ -23,6 +27,7 @@ import functools
 
 import numpy as np
 
+from ._gc import gc_paused
 from .errors import EmptyLanguageError, StateLimitError
 from .regex_parser import parse
 
@@ -73,114 +78,169 @@ def utf8_sequences(ranges: tuple) -> tuple:
     return tuple(out)
 
 
-# ---------------------------------------------------------------- NFA
-def estimate_size(node) -> int:
-    """Upper bound on the NFA states :class:`NFA` creates for ``node``."""
-    kind = node[0]
-    if kind == "cls":
-        return sum(len(seq) for seq in utf8_sequences(node[1])) + 1
-    if kind in ("cat", "alt"):
-        return sum(estimate_size(x) for x in node[1]) + len(node[1]) + 1
-    _, item, lo, hi = node
-    copies = (lo + 1) if hi is None else max(hi, 1)
-    return estimate_size(item) * copies + copies + 2
+# ---------------------------------------------------------------- positions
+# The NFA is never built. Its states are *positions*: a character class of the
+# syntax tree (a leaf), how many bytes of the current character were read, and
+# one counter per enclosing counted repetition. ``x{1000}`` is one leaf and a
+# counter, not a thousand copies, so the work follows what is visited, not the
+# size of the expanded pattern (large JSON Schemas expand to 10^5..10^6 copies).
+_CLS, _CAT, _ALT, _REP = range(4)
+END = ("end",)  # the position "the match is complete"
 
 
-class NFA:
-    """Thompson NFA over bytes with epsilon edges; one accepting state."""
+class _Forest:
+    """The patterns' syntax trees as flat arrays, with the first/follow sets of
+    a Glushkov automaton extended by repetition counters.
+
+    Subtrees with an empty language are pruned while building, so every
+    position can still reach the end of its pattern: a non-empty set of
+    positions is never a dead state.
+    """
 
     def __init__(self):
-        self.eps: list[list[int]] = []
-        self.trans: list[list[tuple[int, int, int]]] = []
-        self.starts: list[int] = []
-        self.accept = self.new()
+        self.kind: list[int] = []
+        self.kids: list[tuple] = []
+        self.parent: list[int] = []
+        self.slot: list[int] = []      # index among the parent's children
+        self.nullable: list[bool] = []
+        self.lo: list[int] = []
+        self.hi: list = []
+        self.counted: list[bool] = []  # a repetition whose copies must be counted
+        self.trie: list[int] = []      # leaf -> index into self.tries
+        self.tries: list[list[list[tuple[int, int, int]]]] = []
+        self._trie_ids: dict = {}
+        self._first: dict = {}
+        self._after: dict = {}
 
-    def new(self) -> int:
-        self.eps.append([])
-        self.trans.append([])
-        return len(self.eps) - 1
+    def _node(self, kind, kids=(), nullable=False, lo=0, hi=None, counted=False, trie=-1) -> int:
+        nid = len(self.kind)
+        self.kind.append(kind)
+        self.kids.append(tuple(kids))
+        self.parent.append(-1)
+        self.slot.append(0)
+        self.nullable.append(nullable)
+        self.lo.append(lo)
+        self.hi.append(hi)
+        self.counted.append(counted)
+        self.trie.append(trie)
+        for j, k in enumerate(kids):
+            self.parent[k] = nid
+            self.slot[k] = j
+        return nid
 
-    def add(self, node):
-        """Add one pattern's tree; return its start state."""
-        s = self.new()
-        self._build(node, s, self.accept)
-        self.starts.append(s)
-        return s
+    def add(self, tree):
+        """Add one pattern; return its root node, or None if its language is empty."""
+        return self._build(tree)
 
-    def _build(self, node, s: int, e: int):
-        # Contract: adds paths s -> e spelling node's language and never adds an
-        # edge into s or out of e, so callers may share s and e safely.
-        kind = node[0]
-        if kind == "cls":
+    def _leaf_trie(self, ranges) -> int:
+        tid = self._trie_ids.get(ranges)
+        if tid is None:
+            nodes: list = [[]]
             children: dict = {}
-            for seq in utf8_sequences(node[1]):
-                cur = s
+            for seq in utf8_sequences(ranges):
+                cur = 0
                 for k, (lo, hi) in enumerate(seq):
                     if k == len(seq) - 1:
-                        self.trans[cur].append((lo, hi, e))
+                        nodes[cur].append((lo, hi, -1))
                     else:
                         key = (cur, lo, hi)
                         if key not in children:
-                            children[key] = self.new()
-                            self.trans[cur].append((lo, hi, children[key]))
+                            children[key] = len(nodes)
+                            nodes.append([])
+                            nodes[cur].append((lo, hi, children[key]))
                         cur = children[key]
-        elif kind == "cat":
-            items = node[1]
-            if not items:
-                self.eps[s].append(e)
-                return
-            cur = s
-            for item in items[:-1]:
-                nxt = self.new()
-                self._build(item, cur, nxt)
-                cur = nxt
-            self._build(items[-1], cur, e)
-        elif kind == "alt":
-            for item in node[1]:
-                a = self.new()
-                self.eps[s].append(a)
-                self._build(item, a, e)
-        else:
-            _, item, lo, hi = node
-            cur = s
-            for _ in range(lo):
-                nxt = self.new()
-                self._build(item, cur, nxt)
-                cur = nxt
-            if hi is None:
-                a, b = self.new(), self.new()
-                self.eps[cur].append(a)
-                self.eps[a].append(e)
-                self._build(item, a, b)
-                self.eps[b].append(a)
-            else:
-                for _ in range(hi - lo):
-                    a, nxt = self.new(), self.new()
-                    self.eps[cur].append(a)
-                    self.eps[a].append(e)
-                    self._build(item, a, nxt)
-                    cur = nxt
-                self.eps[cur].append(e)
+            tid = self._trie_ids[ranges] = len(self.tries)
+            self.tries.append(nodes)
+        return tid
 
-    def coreachable(self) -> np.ndarray:
-        """Mask of states from which the accepting state can be reached."""
-        n = len(self.eps)
-        rev: list[list[int]] = [[] for _ in range(n)]
-        for s in range(n):
-            for t in self.eps[s]:
-                rev[t].append(s)
-            for _, _, t in self.trans[s]:
-                rev[t].append(s)
-        ok = np.zeros(n, dtype=bool)
-        ok[self.accept] = True
-        stack = [self.accept]
-        while stack:
-            t = stack.pop()
-            for s in rev[t]:
-                if not ok[s]:
-                    ok[s] = True
-                    stack.append(s)
-        return ok
+    def _build(self, node):
+        kind = node[0]
+        if kind == "cls":
+            if not node[1]:
+                return None
+            return self._node(_CLS, trie=self._leaf_trie(node[1]))
+        if kind == "cat":
+            kids = []
+            for item in node[1]:
+                k = self._build(item)
+                if k is None:
+                    return None
+                if not (self.kind[k] == _CAT and not self.kids[k]):  # drop empty strings
+                    kids.append(k)
+            if len(kids) == 1:
+                return kids[0]
+            return self._node(_CAT, kids, nullable=all(self.nullable[k] for k in kids))
+        if kind == "alt":
+            kids = [k for k in (self._build(item) for item in node[1]) if k is not None]
+            if not kids:
+                return None
+            if len(kids) == 1:
+                return kids[0]
+            return self._node(_ALT, kids, nullable=any(self.nullable[k] for k in kids))
+        _, item, lo, hi = node
+        k = self._build(item)
+        if k is None or hi == 0:
+            return self._node(_CAT, nullable=True) if lo == 0 else None
+        if self.nullable[k]:
+            lo = 0  # empty copies can make up any minimum: only non-empty copies are counted
+        if lo == 1 and hi == 1:
+            return k
+        counted = (hi is not None and hi >= 2) or (hi is None and lo >= 2)
+        return self._node(_REP, (k,), nullable=lo == 0, lo=lo, hi=hi, counted=counted)
+
+    # Positions are (leaf, byte index within the character's UTF-8 trie, counters).
+    def first(self, nid: int, ctx: tuple) -> tuple:
+        """Positions that can read the first character of node ``nid``."""
+        key = (nid, ctx)
+        got = self._first.get(key)
+        if got is not None:
+            return got
+        kind = self.kind[nid]
+        if kind == _CLS:
+            got = ((nid, 0, ctx),)
+        elif kind == _REP:
+            got = self.first(self.kids[nid][0], ctx + (0,) if self.counted[nid] else ctx)
+        else:
+            out: list = []
+            for k in self.kids[nid]:
+                out.extend(self.first(k, ctx))
+                if kind == _CAT and not self.nullable[k]:
+                    break
+            got = tuple(dict.fromkeys(out))
+        self._first[key] = got
+        return got
+
+    def after(self, nid: int, ctx: tuple) -> tuple:
+        """Positions (and possibly END) that can follow a completed node ``nid``."""
+        key = (nid, ctx)
+        got = self._after.get(key)
+        if got is not None:
+            return got
+        p = self.parent[nid]
+        out: list = []
+        if p < 0:
+            out.append(END)
+        elif self.kind[p] == _CAT:
+            for k in self.kids[p][self.slot[nid] + 1:]:
+                out.extend(self.first(k, ctx))
+                if not self.nullable[k]:
+                    break
+            else:
+                out.extend(self.after(p, ctx))
+        elif self.kind[p] == _ALT:
+            out.extend(self.after(p, ctx))
+        elif self.counted[p]:
+            lo, hi, done, outer = self.lo[p], self.hi[p], ctx[-1] + 1, ctx[:-1]
+            if hi is None or done < hi:  # another copy; unbounded counters saturate at lo - 1
+                out.extend(self.first(nid, outer + ((done if hi is not None else min(done, lo - 1)),)))
+            if done >= lo:
+                out.extend(self.after(p, outer))
+        else:  # x?, x*, x+: at most one distinguishable copy
+            if self.hi[p] is None:
+                out.extend(self.first(nid, ctx))
+            out.extend(self.after(p, ctx))
+        got = self._after[key] = tuple(dict.fromkeys(out))
+        return got
 
 
 # ---------------------------------------------------------------- lazy DFA
@@ -189,24 +249,30 @@ class LazyDFA:
 
     ``table[state, byte_class[b]]`` is the next state, ``-1`` while the row is
     not computed yet (:meth:`expand` fills it). ``starts[i]`` is the start state
-    of the i-th pattern.
+    of the i-th pattern. A DFA state is a set of positions (see :class:`_Forest`).
 
     With ``strip_leading_space=True`` the start states accept one extra leading
     space byte that is dropped before matching; this models tokenizers whose
     ``decode`` strips the first space of the text (SentencePiece ``▁Word``).
+
+    ``max_states`` bounds the DFA states and ``max_nfa_states`` the distinct
+    positions (leaf, byte, counters) materialised; both are only reached as
+    generation walks, and raise :class:`StateLimitError`.
     """
 
-    def __init__(self, nfa: NFA, *, strip_leading_space: bool = False,
-                 max_states: int = DEFAULT_MAX_STATES):
+    def __init__(self, trees, *, strip_leading_space: bool = False,
+                 max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES):
         self.max_states = int(max_states)
+        self.max_nfa_states = int(max_nfa_states)
         self.strip_leading_space = bool(strip_leading_space)
-        self._accept = nfa.accept
-        ok = nfa.coreachable()
+        forest = self._forest = _Forest()
+        roots = [forest.add(t) for t in trees]
         bounds = {0, 256}
-        for trs in nfa.trans:
-            for lo, hi, _ in trs:
-                bounds.add(lo)
-                bounds.add(hi + 1)
+        for trie in forest.tries:
+            for trs in trie:
+                for lo, hi, _ in trs:
+                    bounds.add(lo)
+                    bounds.add(hi + 1)
         if strip_leading_space:
             bounds.update((0x20, 0x21))
         edges = sorted(bounds)
@@ -215,34 +281,29 @@ class LazyDFA:
             self.byte_class[edges[c]:edges[c + 1]] = c
         self.n_classes = len(edges) - 1
         self._space_class = int(self.byte_class[0x20])
-        bc = self.byte_class
-        # Transitions in class ids, restricted to useful (co-reachable) targets.
-        self._ctrans = [
-            [(int(bc[lo]), int(bc[hi]), t) for lo, hi, t in trs if ok[t]] if ok[s] else []
-            for s, trs in enumerate(nfa.trans)
-        ]
-        self._eps = [[t for t in es if ok[t]] if ok[s] else [] for s, es in enumerate(nfa.eps)]
-        self._important = np.array([bool(c) for c in self._ctrans], dtype=bool)
-        self._important[self._accept] = True
-        self._ok = ok
+        self._pos_ids: dict = {END: 0}
+        self._pos_keys: list = [END]
+        self._pos_rows: list = [()]
+        self._after_ids: dict = {}
         cap = 64
         self.table = np.full((cap, self.n_classes), -1, dtype=np.int32)
         self.accepting = np.zeros(cap, dtype=bool)
         self.expanded = np.zeros(cap, dtype=bool)
         self._keys: list = []
         self._ids: dict = {}
-        self._raw_cache: dict = {}
         dead = self._intern(frozenset(), False)
         assert dead == DEAD
         self.table[DEAD] = DEAD
         self.expanded[DEAD] = True
         self.starts = []
-        for s in nfa.starts:
-            closure = self._closure((s,)) if ok[s] else frozenset()
-            if not closure:
+        for r in roots:
+            if r is None:
                 self.starts.append(DEAD)
-            else:
-                self.starts.append(self._intern(closure, self.strip_leading_space))
+                continue
+            members = [self._pos(p) for p in forest.first(r, ())]
+            if forest.nullable[r]:
+                members.append(0)
+            self.starts.append(self._intern(frozenset(members), self.strip_leading_space))
 
     @classmethod
     def from_patterns(cls, patterns, *, max_states: int = DEFAULT_MAX_STATES,
@@ -250,41 +311,54 @@ class LazyDFA:
                       strip_leading_space: bool = False) -> "LazyDFA":
         """Parse and compile ``patterns`` (a list of regex strings) into one DFA.
 
-        Raises :class:`EmptyLanguageError` if a pattern matches nothing and
-        :class:`StateLimitError` if its NFA would exceed ``max_nfa_states``.
+        Raises :class:`EmptyLanguageError` if a pattern matches nothing.
         """
-        nfa = NFA()
-        total = 0
-        for p in patterns:
-            tree = parse(p)
-            total += estimate_size(tree)
-            if total > max_nfa_states:
-                raise StateLimitError(
-                    f"the pattern {_short(p)} expands to more than max_nfa_states="
-                    f"{max_nfa_states} automaton states (large counted repetitions such as "
-                    "{1000} multiply); reduce the repetition bounds or raise max_nfa_states"
-                )
-            nfa.add(tree)
-        dfa = cls(nfa, strip_leading_space=strip_leading_space, max_states=max_states)
+        with gc_paused():
+            trees = [parse(p) for p in patterns]
+            dfa = cls(trees, strip_leading_space=strip_leading_space, max_states=max_states,
+                      max_nfa_states=max_nfa_states)
         for p, s in zip(patterns, dfa.starts):
             if s == DEAD:
                 raise EmptyLanguageError(f"the pattern {_short(p)} matches no string at all")
         return dfa
 
-    # -- determinisation ---------------------------------------------
-    def _closure(self, raw) -> frozenset:
-        seen = set(raw)
-        stack = list(raw)
-        eps = self._eps
-        while stack:
-            s = stack.pop()
-            for t in eps[s]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        imp = self._important
-        return frozenset(s for s in seen if imp[s])
+    # -- positions -------------------------------------------------------
+    def _pos(self, key) -> int:
+        pid = self._pos_ids.get(key)
+        if pid is None:
+            pid = len(self._pos_keys)
+            if pid >= self.max_nfa_states:
+                raise StateLimitError(
+                    f"the automaton needs more than max_nfa_states={self.max_nfa_states} pattern "
+                    "positions (nested counted repetitions such as (a{0,1000}){0,1000} track many "
+                    "counter combinations at once); simplify the pattern or raise max_nfa_states"
+                )
+            self._pos_ids[key] = pid
+            self._pos_keys.append(key)
+            self._pos_rows.append(None)
+        return pid
 
+    def _row(self, pid: int):
+        """``(first class, last class, target positions)`` triples of one position."""
+        row = self._pos_rows[pid]
+        if row is None:
+            leaf, k, ctx = self._pos_keys[pid]
+            forest, bc = self._forest, self.byte_class
+            row = []
+            for lo, hi, tgt in forest.tries[forest.trie[leaf]][k]:
+                if tgt >= 0:
+                    targets = (self._pos((leaf, tgt, ctx)),)
+                else:
+                    targets = self._after_ids.get((leaf, ctx))
+                    if targets is None:
+                        targets = tuple(self._pos(p) if p is not END else 0
+                                        for p in forest.after(leaf, ctx))
+                        self._after_ids[(leaf, ctx)] = targets
+                row.append((int(bc[lo]), int(bc[hi]), targets))
+            row = self._pos_rows[pid] = tuple(row)
+        return row
+
+    # -- determinisation ---------------------------------------------
     def _intern(self, key_set: frozenset, strip: bool) -> int:
         key = (key_set, strip)
         sid = self._ids.get(key)
@@ -304,36 +378,28 @@ class LazyDFA:
             self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
         self._keys.append(key)
         self._ids[key] = sid
-        self.accepting[sid] = self._accept in key_set
-        return sid
-
-    def _target(self, raw: frozenset) -> int:
-        sid = self._raw_cache.get(raw)
-        if sid is None:
-            closure = self._closure(raw)
-            sid = self._intern(closure, False) if closure else DEAD
-            self._raw_cache[raw] = sid
+        self.accepting[sid] = 0 in key_set
         return sid
 
     def expand(self, sid: int) -> None:
         """Compute the transition row of state ``sid`` (idempotent)."""
         if self.expanded[sid]:
             return
-        nfa_set, strip = self._keys[sid]
-        targets: list = [None] * self.n_classes
-        for s in nfa_set:
-            for clo, chi, t in self._ctrans[s]:
+        members, strip = self._keys[sid]
+        targets: dict = {}
+        for p in members:
+            for clo, chi, ts in self._row(p):
                 for c in range(clo, chi + 1):
-                    if targets[c] is None:
-                        targets[c] = {t}
+                    got = targets.get(c)
+                    if got is None:
+                        targets[c] = set(ts)
                     else:
-                        targets[c].add(t)
+                        got.update(ts)
         row = np.zeros(self.n_classes, dtype=np.int32)
-        for c, raw in enumerate(targets):
-            if raw:
-                row[c] = self._target(frozenset(raw))
+        for c, raw in targets.items():
+            row[c] = self._intern(frozenset(raw), False)
         if strip:
-            row[self._space_class] = self._intern(nfa_set, False)
+            row[self._space_class] = self._intern(members, False)
         self.table[sid] = row
         self.expanded[sid] = True
 
@@ -365,13 +431,21 @@ class LazyDFA:
 
     # -- persistence -----------------------------------------------------
     def export_states(self) -> dict:
-        """Plain arrays describing every state found so far (for the disk cache)."""
+        """Plain arrays describing every state found so far (for the disk cache).
+
+        Positions are written as ``[leaf, byte, *counters]`` (END as ``[-1]``):
+        node numbers follow the patterns, so they mean the same in any process.
+        """
         n = self.num_states
+        codes = [[-1] if key is END else [key[0], key[1], *key[2]] for key in self._pos_keys]
+        pos_offsets = np.zeros(len(codes) + 1, dtype=np.int64)
+        np.cumsum([len(c) for c in codes], out=pos_offsets[1:])
         members = [np.array(sorted(k[0]), dtype=np.int64) for k in self._keys]
-        sizes = np.fromiter((len(m) for m in members), dtype=np.int64, count=n)
         offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
+        np.cumsum([len(m) for m in members], out=offsets[1:])
         return {
+            "dfa_positions": np.array([x for c in codes for x in c], dtype=np.int64),
+            "dfa_position_offsets": pos_offsets,
             "dfa_members": np.concatenate(members) if n else np.zeros(0, np.int64),
             "dfa_offsets": offsets,
             "dfa_strip": np.array([k[1] for k in self._keys], dtype=bool),
@@ -383,17 +457,29 @@ class LazyDFA:
     def import_states(self, arrays: dict) -> np.ndarray:
         """Add the states of :meth:`export_states` output (same patterns) to this DFA.
 
-        Returns the map from the exported state ids to ours. State ids differ
-        between processes (lazy discovery order), so states are matched by their
-        NFA state sets, which are deterministic for the same patterns.
+        Returns the map from the exported state ids to ours. State and position
+        ids differ between processes (lazy discovery order), so both are
+        matched by content.
         """
         if not np.array_equal(arrays["dfa_byte_class"], self.byte_class):
             raise ValueError("cached automaton was built from different patterns")
+        codes, pos_offsets = arrays["dfa_positions"].tolist(), arrays["dfa_position_offsets"].tolist()
+        n_leaves = len(self._forest.kind)
+        pos_map = []
+        for i in range(len(pos_offsets) - 1):
+            code = codes[pos_offsets[i]:pos_offsets[i + 1]]
+            if code == [-1]:
+                pos_map.append(0)
+            elif len(code) >= 2 and 0 <= code[0] < n_leaves and self._forest.kind[code[0]] == _CLS:
+                pos_map.append(self._pos((code[0], code[1], tuple(code[2:]))))
+            else:
+                raise ValueError("cached automaton was built from different patterns")
+        pos_map = np.array(pos_map, dtype=np.int64)
         offsets, members, strip = arrays["dfa_offsets"], arrays["dfa_members"], arrays["dfa_strip"]
         n = len(offsets) - 1
         mapping = np.empty(n, dtype=np.int64)
         for i in range(n):
-            key_set = frozenset(members[offsets[i]:offsets[i + 1]].tolist())
+            key_set = frozenset(pos_map[members[offsets[i]:offsets[i + 1]]].tolist())
             mapping[i] = DEAD if not key_set else self._intern(key_set, bool(strip[i]))
         table, expanded = arrays["dfa_table"], arrays["dfa_expanded"]
         for i in np.nonzero(expanded)[0]:

@@ -14,8 +14,8 @@ Public API
 * :class:`SchemaError` -- raised for schemas the converter refuses.
 * :func:`choice_regex` -- alternation of literal strings.
 * :func:`integer_range_regex` / :func:`decimal_range_regex` -- exact numeric
-  ranges; :func:`expanded_size` -- the size measure behind
-  :data:`MAX_REGEX_SIZE`.
+  ranges; :func:`expanded_size` -- how large the regex would be with its
+  counted repetitions unrolled (informational: the automaton keeps counters).
 * Building blocks (module constants, all in the regex dialect below):
 
   - JSON tokens: :data:`INTEGER`, :data:`NUMBER`, :data:`BOOLEAN`,
@@ -122,9 +122,10 @@ different ``pattern``/``format`` on one string, ``pattern``/``format``
 combined with a length bound they do not already imply, ``oneOf`` branches
 that cannot be proven disjoint, and schemas that admit no value.
 
-Size limits: the regex, with every counted repetition expanded, may hold at
-most :data:`MAX_REGEX_SIZE` character positions (a bound such as
-``maxLength: 100000`` is refused, naming the keyword); recursive ``$ref`` are
+Size limits: bounds such as ``maxLength: 100000`` or ``maxItems: 5000`` stay
+counted repetitions (the automaton tracks them with counters, so they cost
+nothing up front); the regex *text* may hold at most :data:`MAX_REGEX_TEXT`
+characters (deeply nested containers multiply it); recursive ``$ref`` are
 expanded ``max_recursion_depth`` times along one path, beyond which the
 recursive alternative is simply not offered (an optional property is left
 out, an array stops growing, an ``anyOf`` branch is dropped...).  If nothing
@@ -143,6 +144,7 @@ from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 
+from ._gc import gc_paused
 from .errors import ConstraintError, RegexSyntaxError, UnsupportedRegexError
 from .regex_parser import (
     negate_ranges, normalize_ranges, parse as parse_regex, parse_alternatives,
@@ -163,7 +165,7 @@ __all__ = [
     "FORMATS",
     "INTEGER",
     "IPV4",
-    "MAX_REGEX_SIZE",
+    "MAX_REGEX_TEXT",
     "NULL",
     "NUMBER",
     "NUMBER_FRACTION_DIGITS",
@@ -197,14 +199,6 @@ class SchemaError(ConstraintError):
 #: Default whitespace allowed between JSON tokens: at most one space.
 WHITESPACE = r"[ ]?"
 
-#: Upper limit on the *expanded size* of a produced regex: the number of
-#: character positions (literals and classes) once every ``x{m,n}`` is
-#: written as ``n`` copies of ``x`` (``x{m,}``: ``m + 1`` copies).  The
-#: automaton grows with it (an engine builds roughly 1-10 states per
-#: position).  One :data:`STRING_CHAR` is 13 positions, so about 7600 string
-#: characters fit; ``maxLength: 100000`` is refused.  Bounds are charged as
-#: they are emitted, so the error names the keyword that overflowed.
-MAX_REGEX_SIZE = 100_000
 #: Cap on the regex *text* while it is being built (checked at every subschema),
 #: so schemas whose regex grows exponentially are refused fast.
 MAX_REGEX_TEXT = 400_000
@@ -649,22 +643,19 @@ def _length_range(node) -> tuple[int, Optional[int]]:
     return lo, hi
 
 
-def _emit(node, charset: Callable[[Intervals], Optional[str]],
-          charge: Callable[[int, str], None]) -> Optional[str]:
+def _emit(node, charset: Callable[[Intervals], Optional[str]]) -> Optional[str]:
     """Regex text (None: empty language) for a regex_parser tree."""
     kind = node[0]
     if kind == "cls":
         return charset(node[1]) if node[1] else None
     if kind == "cat":
-        return _concat(*[_emit(n, charset, charge) for n in node[1]])
+        return _concat(*[_emit(n, charset) for n in node[1]])
     if kind == "alt":
-        return _alt([_emit(n, charset, charge) for n in node[1]])
-    inner = _emit(node[1], charset, charge)
+        return _alt([_emit(n, charset) for n in node[1]])
+    inner = _emit(node[1], charset)
     lo, hi = node[2], node[3]
     if inner is None:
         return "" if lo == 0 else None
-    if hi is not None and hi > 1 or lo > 1:
-        charge(hi if hi is not None else lo, inner)
     return _repeat(inner, lo, hi)
 
 
@@ -680,8 +671,8 @@ def _node_size(node) -> int:
 
 @lru_cache(maxsize=4096)
 def expanded_size(regex: str) -> int:
-    """Character positions of ``regex`` with counted repetitions expanded
-    (see :data:`MAX_REGEX_SIZE`).
+    """Character positions of ``regex`` with counted repetitions expanded:
+    what an engine that unrolls ``x{m,n}`` into copies would have to build.
 
     >>> expanded_size("a[bc]{3}"), expanded_size("(?:ab|c)*")
     (4, 3)
@@ -689,7 +680,7 @@ def expanded_size(regex: str) -> int:
     return _node_size(parse_regex(regex))
 
 
-def _translate_pattern(pattern: str, charge: Callable[[int, str], None]):
+def _translate_pattern(pattern: str):
     """Translate a JSON Schema ``pattern`` (searched, Python ``re``
     semantics) into a regex over canonical JSON string *content*.
 
@@ -698,7 +689,7 @@ def _translate_pattern(pattern: str, charge: Callable[[int, str], None]):
     out, ranges = [], []
     anywhere = _repeat(_CANON_CHAR, 0, None)
     for tree, start, end in _parse_regex(pattern):
-        r = _emit(tree, _encode_charset, charge)
+        r = _emit(tree, _encode_charset)
         if r is None:
             continue
         lo, hi = _length_range(tree)
@@ -735,8 +726,7 @@ def _whitespace_regex(ws: str) -> str:
     if any(start or end for _, start, end in alternatives):
         fail("anchors are not allowed")
     trees = tuple(tree for tree, _, _ in alternatives)
-    r = _emit(trees[0] if len(trees) == 1 else ("alt", trees), charset,
-              lambda n, item: None)
+    r = _emit(trees[0] if len(trees) == 1 else ("alt", trees), charset)
     if r is None:
         raise ValueError(f"whitespace pattern {ws!r} matches nothing")
     return _group(r) if r and "|" in r and not _is_atom(r) else r
@@ -1184,7 +1174,6 @@ class _Converter:
         self.max_depth = max_depth
         self.ref_counts: Counter = Counter()
         self.cuts: list[str] = []
-        self.repetitions = 0
         self._ids = 0
         self._validator = None
         self._any_cache: dict = {}
@@ -1199,12 +1188,6 @@ class _Converter:
         self._check_embedded_resources()
         self.ref_counts[""] = 1
         result = self.convert([self.part(self.root, "")])
-        if result is not None and expanded_size(result) > MAX_REGEX_SIZE:
-            raise SchemaError(
-                f"schema at /: the regex would expand to "
-                f"{expanded_size(result)} positions > MAX_REGEX_SIZE="
-                f"{MAX_REGEX_SIZE}; lower max_recursion_depth, add "
-                "additionalProperties: false or simplify the schema")
         if result is None:
             if self.cuts:
                 raise SchemaError(
@@ -1219,14 +1202,6 @@ class _Converter:
     def part(self, schema: Any, ptr: str, lineage: tuple = ()) -> _Part:
         self._ids += 1
         return _Part(schema, ptr, lineage + (self._ids,))
-
-    def charge(self, count: int, item: str, keyword: str, ptr: str) -> None:
-        """Account for ``count`` copies of ``item`` in the regex size."""
-        self.repetitions += count * expanded_size(item)
-        if self.repetitions > MAX_REGEX_SIZE:
-            raise _refuse(keyword, ptr, f"bound {count} would make the regex "
-                          f"exceed MAX_REGEX_SIZE={MAX_REGEX_SIZE} positions "
-                          "once repetitions are expanded; use a smaller bound")
 
     # -- references ---------------------------------------------------------
 
@@ -1719,16 +1694,12 @@ class _Converter:
         elif patterns:
             (pat, ptr), = patterns.items()
             try:
-                content, fmin, fmax = _translate_pattern(
-                    pat, lambda n, item: self.charge(n, item, "pattern", ptr))
+                content, fmin, fmax = _translate_pattern(pat)
             except (RegexSyntaxError, UnsupportedRegexError) as exc:
                 raise _refuse("pattern", ptr, str(exc)) from None
             if content is None:
                 return None
         else:
-            self.charge(hi if hi is not None else lo, STRING_CHAR,
-                        "maxLength" if hi is not None
-                        else "minLength", hi_ptr if hi is not None else lo_ptr)
             return '"' + _repeat(STRING_CHAR, lo, hi) + '"'
         if lo > fmin:
             raise _refuse("minLength", lo_ptr, "cannot be combined with "
@@ -1745,8 +1716,8 @@ class _Converter:
             return self.any_container("array")
         mins = self._collect(flat, "minItems")
         maxs = self._collect(flat, "maxItems")
-        m, m_ptr = max([(int(v), ptr) for v, ptr in mins], default=(0, None))
-        n, n_ptr = min([(int(v), ptr) for v, ptr in maxs], default=(None, None))
+        m = max([int(v) for v, _ in mins], default=0)
+        n = min([int(v) for v, _ in maxs], default=None)
         for s, p, _ in flat:
             if s.get("uniqueItems", False) and not (n is not None and n <= 1):
                 raise _unsupported("uniqueItems", _ptr(p, "uniqueItems"))
@@ -1802,12 +1773,6 @@ class _Converter:
                 return None  # unreachable: the first item has no separator
             lo = max(0, m - i)
             hi = None if max_len is None else max_len - i
-            if lo > 1 or hi is not None and hi > 1:
-                if hi is not None and n_ptr is not None:
-                    self.charge(hi, sep + tail, "maxItems", n_ptr)
-                else:
-                    self.charge(hi if hi is not None else lo, sep + tail,
-                                "minItems", m_ptr)
             return _repeat(sep + tail, lo, hi)
 
         first = None
@@ -1978,8 +1943,6 @@ class _Converter:
                 return -1
             if members:
                 raise _unsupported("maxProperties", ptr)
-            if value > 1:
-                self.charge(value, extra, "maxProperties", ptr)
             limit = value if limit is None else min(limit, value)
         return limit
 
@@ -2078,7 +2041,8 @@ def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
     if not isinstance(max_recursion_depth, int) or max_recursion_depth < 1:
         raise ValueError("max_recursion_depth must be an integer >= 1")
     _check_metaschema(root)
-    return _Converter(root, ws, max_recursion_depth).run()
+    with gc_paused():
+        return _Converter(root, ws, max_recursion_depth).run()
 
 
 # ---------------------------------------------------------------------------

@@ -171,8 +171,15 @@ def test_pattern_the_vocabulary_cannot_spell():
 def test_empty_language_and_state_limit(deepseek):
     with pytest.raises(EmptyLanguageError):
         RegexProcessor(r"a[^\s\S]b", deepseek)
-    with pytest.raises(StateLimitError, match="max_nfa_states"):
-        RegexProcessor(r"(a{1000}){1000}", deepseek)
+    # Counted repetitions are counters, not copies: this is small ...
+    proc = RegexProcessor(r"(a{1000}){1000}", deepseek)
+    assert proc.dfa.num_states < 1000  # one per length of the longest all-"a" token
+    allowed = proc.index.allowed(proc.dfa.starts[0])
+    vocab = proc.index.vocab
+    assert len(allowed) and all(set(vocab.token_bytes[t]) == {ord("a")} for t in allowed)
+    # ... and the limit on positions still stops a pattern that tracks many counters at once.
+    with pytest.raises(StateLimitError, match="max_nfa_states=50"):
+        RegexProcessor(r"(?:[ab]{0,50}){0,50}c", deepseek, max_nfa_states=50)
     with pytest.raises(StateLimitError, match="max_states=64"):
         RegexProcessor(r"(a|b)*a(a|b){12}", deepseek, max_states=64)  # caught at construction
     proc = RegexProcessor(r"(a|b)*a(a|b){12}", deepseek, max_states=300)

@@ -22,9 +22,11 @@ import random
 import re
 import uuid
 from decimal import Decimal
+from pathlib import Path
 from typing import Literal, Optional, Union
 from urllib.parse import urlsplit
 
+import numpy as np
 import pytest
 from jsonschema import Draft202012Validator
 
@@ -740,7 +742,8 @@ def test_array_refusals():
     assert "'uniqueItems' at /properties/t/uniqueItems" in refusal(
         {"properties": {"t": {"type": "array", "uniqueItems": True}}})
     assert "'contains' at /contains" in refusal({"type": "array", "contains": {}})
-    assert "'maxItems' at /maxItems" in refusal({"type": "array", "maxItems": 20000})
+    # a large bound is a counter, not a refusal
+    assert len(check_samples({"type": "array", "maxItems": 20000}, n=3)) < 20000
 
 
 # ---------------------------------------------------------------------------
@@ -896,7 +899,6 @@ def test_boolean_schemas():
     ({"$defs": {"a": {"$id": "a.json", "items": {"$ref": "#"}}}}, "$id", "/$defs/a/$id"),
     ({"type": "string", "contentEncoding": "base64"}, "contentEncoding", "/contentEncoding"),
     ({"anyOf": [{"type": "string", "format": "ipv6"}]}, "format", "/anyOf/0/format"),
-    ({"type": "string", "maxLength": 100000}, "maxLength", "/maxLength"),
     ({"allOf": [{"type": "string"}, {"additionalItems": False}]}, "additionalItems",
      "/allOf/1/additionalItems"),
     ({"x-unknown": 1}, "x-unknown", "/x-unknown"),
@@ -926,19 +928,26 @@ def test_annotations_are_ignored():
     assert schema_to_regex(schema) == INTEGER
 
 
-def test_repetition_budget():
+def test_large_bounds_stay_counted_repetitions():
+    # Bounds are not unrolled (the automaton counts), so large ones are accepted
+    # and the regex text stays small.
     props = {f"p{i}": {"type": "string", "maxLength": 3000} for i in range(3)}
-    msg = refusal({"type": "object", "properties": props})
-    assert "'maxLength' at /properties/p2/maxLength" in msg
-    assert "MAX_REGEX_SIZE" in msg
-    # nested bounds multiply
-    msg = refusal({"type": "array", "maxItems": 3000,
-                   "items": {"type": "string", "maxLength": 3}})
-    assert "'maxItems' at /maxItems" in msg
-    assert "'minLength' at /minLength" in refusal({"type": "string", "minLength": 8000})
+    regex = check_samples({"type": "object", "properties": props}, n=3)
+    assert len(regex) < 1000 and "{0,3000}" in regex
+    regex = check_samples({"type": "array", "maxItems": 3000,
+                           "items": {"type": "string", "maxLength": 3}}, n=3)
+    assert len(regex) < 1000
+    check_samples({"type": "string", "minLength": 8000}, n=2)
     check_samples({"type": "string", "maxLength": 5000}, n=3)
     check_samples({"allOf": [{"maxItems": 400}, {"maxItems": 300}],
                    "items": {"type": "integer"}}, n=3)
+    from hf_constrained.automaton import DEAD, LazyDFA
+    dfa = LazyDFA.from_patterns([schema_to_regex({"type": "string", "minLength": 3000,
+                                                  "maxLength": 3001})])
+    state = dfa.walk(dfa.starts[0], b'"' + b"x" * 3000)
+    assert state != DEAD and not dfa.is_accepting(state)
+    assert dfa.is_accepting(dfa.walk(state, b'"'))
+    assert dfa.walk(state, b'x"x') == DEAD
 
 
 def test_invalid_inputs():
@@ -1153,3 +1162,34 @@ def test_exponentially_growing_schema_is_refused_fast():
     with pytest.raises(SchemaError, match="MAX_REGEX_TEXT"):
         schema_to_regex(schema)
     assert time.perf_counter() - t0 < 10
+
+
+# ---------------------------------------------------------------------------
+# scale: a Kubernetes-like schema (counted repetitions stay counters)
+# ---------------------------------------------------------------------------
+
+K8S_SCHEMA = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "k8s_deployment_like.json"
+
+
+def test_kubernetes_like_schema_end_to_end(deepseek):
+    from hf_constrained import JSONProcessor
+
+    schema = json.loads(K8S_SCHEMA.read_text())
+    proc = JSONProcessor(schema, deepseek, cache_dir=False)
+    regex = proc.patterns[0]
+    assert js.expanded_size(regex) > 100_000  # what an unrolling engine would build
+    v = validator(schema)
+    rng = random.Random(3)
+    start = proc.dfa.starts[0]
+    for _ in range(4):
+        text = random_match(regex, rng, max_extra=2)
+        assert not list(v.iter_errors(json.loads(text)))
+        ids = deepseek.encode(text, add_special_tokens=False)
+        states = proc.index.walk_tokens(np.array([start]), np.array([ids]))
+        assert proc.dfa.is_accepting(int(states[0]))
+        state = start
+        for t in ids[:40]:  # the tokenizer's own encoding is never masked out
+            assert t in set(proc.index.allowed(state).tolist())
+            state = int(proc.index.walk_tokens(np.array([state]), np.array([[t]]))[0])
+        for bad in (text[:-1], "[" + text[1:], text + "}"):
+            assert not proc.dfa.fullmatch(bad.encode())
