@@ -29,6 +29,49 @@ def _spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 
+class ClassTrie:
+    """The vocabulary trie with bytes replaced by the automaton's byte classes.
+
+    Tokens whose bytes fall in the same classes walk the automaton
+    identically, so siblings with equal classes are merged (level by level,
+    vectorised): for a JSON Schema regex the 274k-node DeepSeek trie shrinks
+    to about half, and every per-state walk with it. Same array layout as
+    :class:`~hf_constrained.vocabulary.Vocabulary`'s trie plus ``node_cls``.
+    """
+
+    def __init__(self, vocab: Vocabulary, byte_class: np.ndarray):
+        n_classes = int(byte_class.max()) + 1
+        node_cls = byte_class[vocab.node_byte].astype(np.int64)
+        ds = vocab.depth_start
+        qnode = np.zeros(vocab.num_nodes, dtype=np.int64)  # byte-trie node -> class-trie node
+        parents, classes, starts = [np.full(1, -1, np.int64)], [np.zeros(1, np.int64)], [0, 1]
+        next_id = 1
+        for d in range(1, len(ds) - 1):
+            a, b = int(ds[d]), int(ds[d + 1])
+            key = qnode[vocab.node_parent[a:b]] * n_classes + node_cls[a:b]
+            uniq, inv = np.unique(key, return_inverse=True)
+            qnode[a:b] = next_id + inv
+            parents.append(uniq // n_classes)
+            classes.append(uniq % n_classes)
+            next_id += len(uniq)
+            starts.append(next_id)
+        par = np.concatenate(parents)
+        self.node_parent = par
+        self.node_cls = np.concatenate(classes).astype(np.int32)
+        self.depth_start = np.array(starts, dtype=np.int64)
+        self.num_nodes = n = len(par)
+        counts = np.bincount(par[1:], minlength=n)
+        self.child_end = np.cumsum(counts) + 1
+        self.child_start = self.child_end - counts
+        term_q = qnode[vocab.term_node]
+        order = np.argsort(term_q, kind="stable")
+        self.term_ids = vocab.term_ids[order]
+        self.term_node = term_q[order]
+        tcounts = np.bincount(term_q, minlength=n)
+        self.term_end = np.cumsum(tcounts)
+        self.term_start = self.term_end - tcounts
+
+
 class TokenIndex:
     """Lazily computed per-state token masks and token-level transitions."""
 
@@ -40,6 +83,7 @@ class TokenIndex:
             raise ValueError("at least one EOS token id is needed")
         self.pad_token_id = pad_token_id
         self.node_cls = dfa.byte_class[vocab.node_byte]
+        self._class_trie: ClassTrie | None = None
         self._bits: dict[int, np.ndarray] = {}  # state -> packed allowed-token bits
         self._live: np.ndarray | None = None  # token-level liveness (partial vocabularies)
         self._is_eos = np.zeros(max(vocab.size, int(self.eos_ids.max()) + 1), dtype=bool)
@@ -55,6 +99,17 @@ class TokenIndex:
             dfa.expand_many(states[~done])
         return dfa.table[states, classes]
 
+    #: masks computed with the byte trie before the class trie (26 ms to build
+    #: for 129k tokens, then each walk about halves) is worth building
+    CLASS_TRIE_AFTER = 4
+
+    def _walk_structure(self):
+        if self._class_trie is None and len(self._bits) >= self.CLASS_TRIE_AFTER:
+            self._class_trie = ClassTrie(self.vocab, self.dfa.byte_class)
+        if self._class_trie is not None:
+            return self._class_trie, self._class_trie.node_cls
+        return self.vocab, self.node_cls
+
     def _walk_trie(self, q: int):
         """All (token id, next state) pairs with a live next state from ``q``.
 
@@ -64,7 +119,7 @@ class TokenIndex:
         little, permissive ones (inside a JSON string) cost a few gathers per
         trie node instead of a dozen numpy calls per frontier.
         """
-        v = self.vocab
+        v, node_cls = self._walk_structure()
         ds = v.depth_start
         n_depths = len(ds) - 1
         dead = DEAD
@@ -80,7 +135,7 @@ class TokenIndex:
                 dense[nodes - ds[d - 1]] = states
             if dense is not None:
                 ps = dense[v.node_parent[a:b] - ds[d - 1]]
-                cur = self._lookup(ps, self.node_cls[a:b])  # int32 states, no widening pass
+                cur = self._lookup(ps, node_cls[a:b])  # int32 states, no widening pass
                 t0, t1 = int(v.term_start[a]), int(v.term_end[b - 1])
                 if t1 > t0:
                     st = cur[v.term_node[t0:t1] - a]
@@ -100,7 +155,7 @@ class TokenIndex:
             if not counts.any():
                 break
             child = _spans(cs, counts)
-            nxt = self._lookup(np.repeat(states, counts), self.node_cls[child]).astype(np.int64)
+            nxt = self._lookup(np.repeat(states, counts), node_cls[child]).astype(np.int64)
             keep = nxt != dead
             nodes, states = child[keep], nxt[keep]
             if len(nodes) == 0:

@@ -216,3 +216,26 @@ def test_index_building_is_lazy(deepseek):
     allowed = proc.index.allowed(proc.dfa.starts[0])
     assert len(allowed) > 0
     assert proc.dfa.num_states < 5000
+
+
+@pytest.mark.parametrize("tok_name", ["deepseek", "mistral"])
+def test_class_trie_walk_equals_byte_trie_walk(tok_name, request):
+    # The class trie (bytes merged by automaton byte class) must give exactly the
+    # masks and successor states the byte trie gives, for every state.
+    tok = request.getfixturevalue(tok_name)
+    vocab = Vocabulary.from_tokenizer(tok)
+    for pattern in [PATTERNS[0], r'\{"name":"[^"\\]{0,12}","age":(0|[1-9][0-9]{0,3})\}', r"[a-z ]{1,8}\.?"]:
+        dfa = LazyDFA.from_patterns([pattern], strip_leading_space=vocab.strip_leading_space)
+        dfa.explore(300)  # (\d is Unicode: not all of it fits, a sample of states is enough)
+        by_bytes = TokenIndex(dfa, vocab, [tok.eos_token_id])
+        by_bytes.CLASS_TRIE_AFTER = 10**9
+        by_class = TokenIndex(dfa, vocab, [tok.eos_token_id])
+        by_class.CLASS_TRIE_AFTER = 0
+        for q in range(1, dfa.num_states):
+            ids_b, nxt_b = by_bytes._walk_trie(q)
+            ids_c, nxt_c = by_class._walk_trie(q)
+            ob, oc = np.argsort(ids_b), np.argsort(ids_c)
+            assert np.array_equal(ids_b[ob], ids_c[oc]) and np.array_equal(nxt_b[ob], nxt_c[oc])
+            assert np.array_equal(by_bytes.bits(q), by_class.bits(q))
+        assert by_class._class_trie is not None and by_bytes._class_trie is None
+        assert by_class._class_trie.num_nodes < vocab.num_nodes
