@@ -105,37 +105,81 @@ def _length_guard_ban(p, length: int):
     return frozenset(int(e) for e in eos) if active else frozenset()
 
 
-class _MaskTable:
-    """Allowed-token masks of visited states, kept on the logits' device.
+def _grown(buf, need: int):
+    """``buf`` (tensor or array) with room for at least ``need`` leading entries;
+    doubles its length so that appends cost amortised O(1) copies."""
+    if need <= len(buf):
+        return buf
+    size = (max(need, 2 * len(buf), 16),) + tuple(buf.shape[1:])
+    if isinstance(buf, torch.Tensor):
+        grown = torch.zeros(size, dtype=buf.dtype, device=buf.device)
+    else:
+        grown = np.zeros(size, dtype=buf.dtype)
+    grown[: len(buf)] = buf
+    return grown
 
-    On CUDA the rows are packed bits (16 KB per state for 129k tokens) and
-    unpacked in the masking kernel; on CPU they are plain bools (no unpacking).
+
+class _MaskTable:
+    """Token masks of visited automaton states, kept on the logits' device.
+
+    Each visited state gets a table row (``row_of``). Row 0 is shared by dead
+    and finished rows and holds the mask of ``FINISHED`` (EOS and pad only), so
+    no row is ever entirely -inf. Ids beyond the tokenizer's vocabulary (a
+    model vocabulary padded larger) are never allowed. Two layouts:
+
+    * CUDA (``packed``, :meth:`banned`): a dense row of *banned* bits per state
+      (16 KB for 129k tokens), gathered and unpacked in the masking kernel
+      for one dense ``masked_fill``.
+    * CPU (sparse, :meth:`mask_`): a dense pass over rows x width is what
+      costs there, so each row keeps only the shorter of its allowed ids
+      (``keep`` True) and its banned ids, in CSR form: ``steps`` is one flat
+      int64 tensor and table row ``r`` owns ``steps[start[r]: start[r] + count[r]]``,
+      its sorted ids stored as differences (first id, then gaps; ``first`` and
+      ``last`` hold its first and last id on the host) so that one cumulative
+      sum turns a step's segments into flat score indices. Banned ids are set
+      to -inf; for an allowed list the allowed scores are saved, the row is
+      filled with -inf and the saved scores are written back.
     """
 
     def __init__(self, index: TokenIndex, width: int, device: torch.device):
         self.index, self.width, self.device = index, width, device
         self.packed = device.type != "cpu"
         self.row_of = np.full(64, -1, dtype=np.int64)  # automaton state -> table row (slot 0: dead/finished)
-        ncols = (width + 7) // 8 if self.packed else width
-        # Rows hold the *banned* tokens so the masking kernel needs no negation.
-        self.table = torch.zeros((0, ncols), dtype=torch.uint8 if self.packed else torch.bool, device=device)
         self.used = 0
         if self.packed:
+            # Rows hold the *banned* tokens so the masking kernel needs no negation.
+            self.table = torch.zeros((0, (width + 7) // 8), dtype=torch.uint8, device=device)
             self.shifts = torch.arange(8, dtype=torch.uint8, device=device)
+        else:
+            self.steps = torch.zeros(0, dtype=torch.int64, device=device)
+            self.num_steps = 0
+            self.start, self.count, self.first, self.last = (np.zeros(0, dtype=np.int64) for _ in range(4))
+            self.keep = np.zeros(0, dtype=bool)
+            self.scratch: dict = {}
         self._add([FINISHED])
 
     def _add(self, states: list):
+        base, need = self.used, self.used + len(states)
         if self.packed:
             host = np.stack([~self.index.mask_bytes(s, self.width) for s in states])
+            self.table = _grown(self.table, need)
+            self.table[base:need] = torch.from_numpy(host).to(self.device)
         else:
-            host = np.stack([~self.index.allowed_mask(s, self.width) for s in states])
-        base, need = self.used, self.used + len(states)
-        if need > len(self.table):  # grow geometrically: amortised O(1) copies per state
-            grown = torch.zeros((max(need, 2 * len(self.table), 16), self.table.shape[1]),
-                                dtype=self.table.dtype, device=self.device)
-            grown[: self.used] = self.table[: self.used]
-            self.table = grown
-        self.table[base:need] = torch.from_numpy(host).to(self.device)
+            self.start, self.count, self.first, self.last, self.keep = (
+                _grown(a, need) for a in (self.start, self.count, self.first, self.last, self.keep))
+            lists = []
+            for r, s in enumerate(states, base):
+                allowed = self.index.allowed_mask(s, self.width)
+                keep = 2 * int(np.count_nonzero(allowed)) <= self.width
+                ids = np.flatnonzero(allowed if keep else ~allowed)
+                self.keep[r], self.start[r], self.count[r] = keep, self.num_steps, len(ids)
+                if len(ids):
+                    self.first[r], self.last[r] = ids[0], ids[-1]
+                self.num_steps += len(ids)
+                lists.append(np.diff(ids, prepend=0))
+            flat = torch.from_numpy(np.concatenate(lists).astype(np.int64)).to(self.device)
+            self.steps = _grown(self.steps, self.num_steps)
+            self.steps[self.num_steps - len(flat): self.num_steps] = flat
         self.used = need
         top = max(states) + 1
         if top > len(self.row_of):
@@ -146,22 +190,84 @@ class _MaskTable:
             if s > 0:
                 self.row_of[s] = base + i
 
-    def rows_for(self, states: np.ndarray) -> torch.Tensor:
-        """Device index tensor of table rows for ``states`` (dead and finished share row 0)."""
+    def host_rows(self, states: np.ndarray) -> np.ndarray:
+        """Table rows for ``states`` (dead and finished share row 0), adding unseen states."""
         seen = np.unique(states[states > 0])
         known = seen < len(self.row_of)
         known[known] = self.row_of[seen[known]] >= 0
         if not known.all():
             self._add(seen[~known].tolist())
-        rows = np.where(states > 0, self.row_of[np.maximum(states, 0)], 0)
-        return torch.from_numpy(rows).to(self.device, non_blocking=True)
+        return np.where(states > 0, self.row_of[np.maximum(states, 0)], 0)
+
+    def rows_for(self, states: np.ndarray) -> torch.Tensor:
+        """Device index tensor of table rows for ``states``."""
+        return self._to_device(self.host_rows(states))
 
     def banned(self, rows: torch.Tensor) -> torch.Tensor:
+        """Packed layout: bool mask (rows x width) of the banned tokens of table ``rows``."""
         sel = self.table[rows]
-        if not self.packed:
-            return sel
         bits = (sel.unsqueeze(-1) >> self.shifts) & 1
         return bits.view(sel.shape[0], -1)[:, : self.width].bool()
+
+    def _to_device(self, host: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(host).to(self.device, non_blocking=True)
+
+    def _scratch(self, name: str, n: int, dtype: torch.dtype) -> torch.Tensor:
+        """A reused buffer of ``n`` elements: fresh multi-megabyte tensors every
+        step would cost more in page faults than the masking itself."""
+        buf = self.scratch.get(name)
+        if buf is None or len(buf) < n or buf.dtype != dtype:
+            size = max(n, 2 * len(buf)) if buf is not None and buf.dtype == dtype else n
+            buf = self.scratch[name] = torch.empty(size, dtype=dtype, device=self.device)
+        return buf[:n]
+
+    def _flat_index(self, score_rows: np.ndarray, rows: np.ndarray) -> torch.Tensor:
+        """Flat indices, into contiguous ``rows x width`` scores, of the ids listed
+        by table ``rows`` for score rows ``score_rows``: one segment per row.
+
+        Positions in ``steps`` go up by one inside a segment and jump at its
+        start (a cumulative sum); the gathered steps, with each segment's first
+        one replaced by the distance from the previous segment's last index,
+        sum up (a second one) to the indices. Valid until the next call.
+        """
+        count = self.count[rows]
+        nonempty = count > 0
+        count, rows, score_rows = count[nonempty], rows[nonempty], score_rows[nonempty]
+        if not len(count):
+            return torch.zeros(0, dtype=torch.int64, device=self.device)
+        at = np.cumsum(count) - count  # where each segment starts in the output
+        start = self.start[rows]
+        pos_jump = start.copy()
+        pos_jump[1:] -= start[:-1] + count[:-1] - 1
+        offset = score_rows * self.width
+        idx_jump = offset + self.first[rows]
+        idx_jump[1:] -= offset[:-1] + self.last[rows[:-1]]
+        small = self._to_device(np.stack([at, pos_jump, idx_jump]))
+        total = int(at[-1] + count[-1])
+        pos = self._scratch("pos", total, torch.int32).fill_(1)  # positions in steps: < 2**31
+        pos[small[0]] = small[1].int()
+        idx = torch.index_select(self.steps, 0, pos.cumsum_(0), out=self._scratch("idx", total, torch.int64))
+        idx[small[0]] = small[2]
+        return idx.cumsum_(0)
+
+    def mask_(self, scores: torch.Tensor, states: np.ndarray) -> torch.Tensor:
+        """Sparse layout: set the banned scores of contiguous ``scores`` to -inf, in place."""
+        rows = self.host_rows(states)
+        keep = self.keep[rows]
+        flat, ninf = scores.view(-1), float("-inf")
+        kept = np.flatnonzero(keep)
+        if len(kept):
+            idx = self._flat_index(kept, rows[kept])
+            vals = torch.index_select(flat, 0, idx, out=self._scratch("vals", len(idx), scores.dtype))
+            if len(kept) == len(rows):
+                scores.fill_(ninf)
+            else:
+                scores.index_fill_(0, self._to_device(kept), ninf)
+            flat.index_copy_(0, idx, vals)
+        dropped = np.flatnonzero(~keep)
+        if len(dropped):
+            flat.index_fill_(0, self._flat_index(dropped, rows[dropped]), ninf)
+        return scores
 
 
 class _Run:
@@ -444,11 +550,15 @@ class RegexProcessor(LogitsProcessor):
         masks = self._masks
         if masks is None or masks.width != width or masks.device != scores.device:
             masks = self._masks = _MaskTable(self.index, width, scores.device)
-        banned = masks.banned(masks.rows_for(states))
-        if run.inplace:
-            out = scores.masked_fill_(banned, float("-inf"))
+        if masks.packed:
+            banned = masks.banned(masks.rows_for(states))
+            if run.inplace:
+                out = scores.masked_fill_(banned, float("-inf"))
+            else:
+                out = scores.masked_fill(banned, float("-inf"))
         else:
-            out = scores.masked_fill(banned, float("-inf"))
+            inplace = run.inplace and scores.is_contiguous()
+            out = masks.mask_(scores if inplace else scores.clone(memory_format=torch.contiguous_format), states)
         if run.length_guards:
             self._check_length_guards(run, states, length)
         if run.banning:
