@@ -351,7 +351,9 @@ class RegexProcessor(LogitsProcessor):
             tokenizer's EOS. Pass ``model.generation_config.eos_token_id`` for
             models with several EOS ids.
         max_states: limit on automaton states (memory guard).
-        max_nfa_states: limit on the pattern's expanded size (``a{1000}`` counts 1000).
+        max_nfa_states: limit on the pattern positions materialised (a position is a
+            character class of the pattern with the values of its repetition counters; only
+            visited ones are created, ``a{1000}`` is not unrolled).
 
     The guarantee: every row that emitted EOS decodes (``skip_special_tokens=True``)
     to a string that ``re.fullmatch``\ es its pattern; a row cut off by
