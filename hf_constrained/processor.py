@@ -24,7 +24,7 @@ from transformers import LogitsProcessor
 
 from . import cache as disk
 from .automaton import DEAD, DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_STATES, LazyDFA
-from .errors import GenerationConflictError
+from .errors import GenerationConflictError, StateLimitError
 from .index import FINISHED, TokenIndex
 from .output import Generation, Sequence, squeeze_grid, to_grid
 from .vocabulary import Vocabulary
@@ -133,7 +133,7 @@ class _MaskTable:
     * CPU (sparse, :meth:`mask_`): a dense pass over rows x width is what
       costs there, so each row keeps only the shorter of its allowed ids
       (``keep`` True) and its banned ids, in CSR form: ``steps`` is one flat
-      int64 tensor and table row ``r`` owns ``steps[start[r]: start[r] + count[r]]``,
+      int32 tensor and table row ``r`` owns ``steps[start[r]: start[r] + count[r]]``,
       its sorted ids stored as differences (first id, then gaps; ``first`` and
       ``last`` hold its first and last id on the host) so that one cumulative
       sum turns a step's segments into flat score indices. Banned ids are set
@@ -151,7 +151,7 @@ class _MaskTable:
             self.table = torch.zeros((0, (width + 7) // 8), dtype=torch.uint8, device=device)
             self.shifts = torch.arange(8, dtype=torch.uint8, device=device)
         else:
-            self.steps = torch.zeros(0, dtype=torch.int64, device=device)
+            self.steps = torch.zeros(0, dtype=torch.int32, device=device)  # gaps < 2**31
             self.num_steps = 0
             self.start, self.count, self.first, self.last = (np.zeros(0, dtype=np.int64) for _ in range(4))
             self.keep = np.zeros(0, dtype=bool)
@@ -177,7 +177,11 @@ class _MaskTable:
                     self.first[r], self.last[r] = ids[0], ids[-1]
                 self.num_steps += len(ids)
                 lists.append(np.diff(ids, prepend=0))
-            flat = torch.from_numpy(np.concatenate(lists).astype(np.int64)).to(self.device)
+            if self.num_steps >= 2**31:  # positions in steps are int32 (about 8 GB of ids)
+                raise StateLimitError(
+                    f"the CPU masks of the {need} automaton states visited hold more than 2**31 "
+                    "token ids; lower max_states or use fewer, simpler patterns per processor")
+            flat = torch.from_numpy(np.concatenate(lists).astype(np.int32)).to(self.device)
             self.steps = _grown(self.steps, self.num_steps)
             self.steps[self.num_steps - len(flat): self.num_steps] = flat
         self.used = need
@@ -246,7 +250,8 @@ class _MaskTable:
         total = int(at[-1] + count[-1])
         pos = self._scratch("pos", total, torch.int32).fill_(1)  # positions in steps: < 2**31
         pos[small[0]] = small[1].int()
-        idx = torch.index_select(self.steps, 0, pos.cumsum_(0), out=self._scratch("idx", total, torch.int64))
+        gaps = torch.index_select(self.steps, 0, pos.cumsum_(0), out=self._scratch("gaps", total, torch.int32))
+        idx = self._scratch("idx", total, torch.int64).copy_(gaps)
         idx[small[0]] = small[2]
         return idx.cumsum_(0)
 
