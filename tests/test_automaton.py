@@ -682,3 +682,36 @@ def test_utf8_sequences_random_ranges_exhaustive():
     rng = random.Random(2024)
     for _ in range(100):
         _check_sequences(_random_ranges(rng))
+
+
+# ---------------------------------------------------------------- random patterns vs. the regex module
+def _random_pattern(rng: random.Random, depth: int = 0) -> str:
+    """A random pattern over a/b/c with nested, nullable and counted repetitions."""
+    r = rng.random()
+    if depth > 3 or r < 0.3:
+        return rng.choice(["a", "b", "c", "[ab]", "[^a]", "é", "(?:)"])
+    if r < 0.5:
+        return "(?:" + "".join(_random_pattern(rng, depth + 1) for _ in range(rng.randint(2, 3))) + ")"
+    if r < 0.65:
+        return "(?:" + "|".join(_random_pattern(rng, depth + 1) for _ in range(rng.randint(2, 3))) + ")"
+    item = "(?:" + _random_pattern(rng, depth + 1) + ")"
+    lo = rng.randint(0, 3)
+    q = rng.choice(["*", "+", "?", "{%d}" % lo, "{%d,}" % lo, "{%d,%d}" % (lo, lo + rng.randint(0, 3))])
+    return item + q
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_counted_patterns_match_regex_module(seed):
+    # Positions with counters (nested, nullable, unbounded, {0}) against an
+    # independent engine: full matches and live prefixes on every string up to 6.
+    rng = random.Random(seed)
+    alphabet = ["a", "b", "c", "é"]
+    strings = [""] + ["".join(p) for n in range(1, 6) for p in itertools.product(alphabet, repeat=n)]
+    for _ in range(6):
+        pattern = _random_pattern(rng)
+        compiled = regex.compile(pattern)
+        dfa = LazyDFA.from_patterns([pattern])
+        for s in strings[:: rng.randint(1, 4)]:
+            state = dfa.walk(dfa.starts[0], s.encode())
+            assert dfa.is_accepting(state) == (compiled.fullmatch(s) is not None), (pattern, s)
+            assert (state != DEAD) == (compiled.fullmatch(s, partial=True) is not None), (pattern, s)
