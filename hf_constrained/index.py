@@ -29,6 +29,13 @@ def _spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 
+def _parent_relative(trie) -> np.ndarray:
+    """Per node, its parent's index within the parent's depth (what the dense walk gathers with)."""
+    ds = trie.depth_start
+    depth_of = np.repeat(np.arange(len(ds) - 1), np.diff(ds))
+    return trie.node_parent - ds[np.maximum(depth_of - 1, 0)]
+
+
 class ClassTrie:
     """The vocabulary trie with bytes replaced by the automaton's byte classes.
 
@@ -84,6 +91,7 @@ class TokenIndex:
         self.pad_token_id = pad_token_id
         self.node_cls = dfa.byte_class[vocab.node_byte]
         self._class_trie: ClassTrie | None = None
+        self._byte_rel = _parent_relative(vocab)
         self._bits: dict[int, np.ndarray] = {}  # state -> packed allowed-token bits
         self._live: np.ndarray | None = None  # token-level liveness (partial vocabularies)
         self._is_eos = np.zeros(max(vocab.size, int(self.eos_ids.max()) + 1), dtype=bool)
@@ -93,11 +101,12 @@ class TokenIndex:
 
     # -- walking -----------------------------------------------------------
     def _lookup(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
-        dfa = self.dfa
-        done = dfa.expanded[states]
-        if not done.all():
-            dfa.expand_many(states[~done])
-        return dfa.table[states, classes]
+        cur = self.dfa.table[states, classes]
+        todo = cur < 0  # rows not computed yet hold -1
+        if todo.any():
+            self.dfa.expand_many(states[todo])
+            cur = self.dfa.table[states, classes]
+        return cur
 
     #: masks computed with the byte trie before the class trie (26 ms to build
     #: for 129k tokens, then each walk about halves) is worth building
@@ -106,9 +115,10 @@ class TokenIndex:
     def _walk_structure(self):
         if self._class_trie is None and len(self._bits) >= self.CLASS_TRIE_AFTER:
             self._class_trie = ClassTrie(self.vocab, self.dfa.byte_class)
+            self._class_rel = _parent_relative(self._class_trie)
         if self._class_trie is not None:
-            return self._class_trie, self._class_trie.node_cls
-        return self.vocab, self.node_cls
+            return self._class_trie, self._class_trie.node_cls, self._class_rel
+        return self.vocab, self.node_cls, self._byte_rel
 
     def _walk_trie(self, q: int):
         """All (token id, next state) pairs with a live next state from ``q``.
@@ -119,11 +129,25 @@ class TokenIndex:
         little, permissive ones (inside a JSON string) cost a few gathers per
         trie node instead of a dozen numpy calls per frontier.
         """
-        v, node_cls = self._walk_structure()
+        v, node_cls, parent_rel = self._walk_structure()
         ds = v.depth_start
         n_depths = len(ds) - 1
         dead = DEAD
         out_ids, out_states = [], []
+        run: list = []  # states of consecutive dense levels, whose tokens are read at once
+
+        def harvest():
+            if run:
+                a0 = int(ds[d0])
+                cur = np.concatenate(run) if len(run) > 1 else run[0]
+                t0, t1 = int(v.term_start[a0]), int(v.term_end[a0 + len(cur) - 1])
+                if t1 > t0:
+                    st = cur[v.term_node[t0:t1] - a0]
+                    keep = st != dead
+                    out_ids.append(v.term_ids[t0:t1][keep])
+                    out_states.append(st[keep].astype(np.int64))
+                run.clear()
+
         # level 0: the root, sparse
         nodes = np.zeros(1, dtype=np.int64)
         states = np.array([q], dtype=np.int64)
@@ -134,18 +158,17 @@ class TokenIndex:
                 dense = np.zeros(int(ds[d]) - int(ds[d - 1]), dtype=np.int64)
                 dense[nodes - ds[d - 1]] = states
             if dense is not None:
-                ps = dense[v.node_parent[a:b] - ds[d - 1]]
+                ps = dense[parent_rel[a:b]]
                 cur = self._lookup(ps, node_cls[a:b])  # int32 states, no widening pass
-                t0, t1 = int(v.term_start[a]), int(v.term_end[b - 1])
-                if t1 > t0:
-                    st = cur[v.term_node[t0:t1] - a]
-                    keep = st != dead
-                    out_ids.append(v.term_ids[t0:t1][keep])
-                    out_states.append(st[keep].astype(np.int64))
-                live = np.flatnonzero(cur)
-                if len(live) == 0:
+                if not run:
+                    d0 = d
+                run.append(cur)
+                n_live = np.count_nonzero(cur)
+                if n_live == 0:
                     break
-                if len(live) * 8 < b - a:  # back to sparse
+                if n_live * 8 < b - a:  # back to sparse
+                    harvest()
+                    live = np.flatnonzero(cur)
                     nodes, states, dense = live + a, cur[live].astype(np.int64), None
                 else:
                     dense = cur
@@ -167,6 +190,7 @@ class TokenIndex:
                 ts, tcount = ts[has], tcount[has]
                 out_ids.append(v.term_ids[_spans(ts, tcount)])
                 out_states.append(np.repeat(states[has], tcount))
+        harvest()
         if not out_ids:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(out_ids), np.concatenate(out_states)
