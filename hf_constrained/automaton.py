@@ -33,6 +33,9 @@ from .regex_parser import parse
 
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_NFA_STATES = 1_000_000
+#: the DFA states together may hold this many positions per allowed position
+#: (``max_nfa_states``): bounds the memory of the state sets (about 30 bytes each)
+MEMBERS_PER_POSITION = 8
 DEAD = 0
 
 
@@ -291,6 +294,7 @@ class LazyDFA:
         self.expanded = np.zeros(cap, dtype=bool)
         self._keys: list = []
         self._ids: dict = {}
+        self._members = 0  # positions held by all DFA states together (memory guard)
         dead = self._intern(frozenset(), False)
         assert dead == DEAD
         self.table[DEAD] = DEAD
@@ -376,6 +380,13 @@ class LazyDFA:
             self.table = np.concatenate([self.table, np.full((grow, self.n_classes), -1, np.int32)])
             self.accepting = np.concatenate([self.accepting, np.zeros(grow, bool)])
             self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
+        self._members += len(key_set)
+        if self._members > MEMBERS_PER_POSITION * self.max_nfa_states:
+            raise StateLimitError(
+                f"the automaton's {sid} states hold more than {MEMBERS_PER_POSITION} x "
+                f"max_nfa_states={self.max_nfa_states} pattern positions in total (many large "
+                "states, e.g. from nested counted repetitions); simplify the pattern or raise max_nfa_states"
+            )
         self._keys.append(key)
         self._ids[key] = sid
         self.accepting[sid] = 0 in key_set

@@ -520,6 +520,17 @@ def test_counter_boundaries_exact():
             assert dfa.fullmatch(s.encode()) == (re.fullmatch(pattern, s) is not None), (pattern, s)
 
 
+def test_total_state_size_is_bounded():
+    # few positions, but exponentially many DFA states holding them: the sets'
+    # total size is capped too (memory), with the same clear error
+    dfa = LazyDFA.from_patterns(["(a|b)*a(a|b){17}"], max_nfa_states=200)
+    rng = random.Random(1)
+    with pytest.raises(StateLimitError, match="max_nfa_states=200"):
+        for _ in range(500):
+            dfa.walk(dfa.starts[0], bytes(rng.choice(b"ab") for _ in range(40)))
+    assert dfa._members <= 8 * 200 + 200
+
+
 def test_position_limit_raises_while_walking():
     dfa = LazyDFA.from_patterns(["(?:a{0,1000}){0,1000}"], max_nfa_states=2000)
     with pytest.raises(StateLimitError, match="max_nfa_states=2000"):
