@@ -14,6 +14,8 @@ array([..token ids spelling only digits..])
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from .automaton import DEAD, LazyDFA
@@ -93,6 +95,7 @@ class TokenIndex:
         self._class_trie: ClassTrie | None = None
         self._byte_rel = _parent_relative(vocab)
         self._bits: dict[int, np.ndarray] = {}  # state -> packed allowed-token bits
+        self._succ: dict[int, np.ndarray] = {}  # state -> states its allowed tokens lead to
         self._live: np.ndarray | None = None  # token-level liveness (partial vocabularies)
         self._is_eos = np.zeros(max(vocab.size, int(self.eos_ids.max()) + 1), dtype=bool)
         self._is_eos[self.eos_ids] = True
@@ -245,7 +248,9 @@ class TokenIndex:
         else:
             ids, nxt = self._walk_trie(q)
             if self._live is not None:  # covers every reachable state (explored eagerly)
-                ids = ids[self._live[nxt]]
+                keep = self._live[nxt]
+                ids, nxt = ids[keep], nxt[keep]
+            self._succ[q] = np.unique(nxt)
             hit[ids] = True
             if self.dfa.accepting[q]:
                 hit[self.eos_ids] = True
@@ -269,6 +274,37 @@ class TokenIndex:
     def mask_bytes(self, q: int, width: int) -> np.ndarray:
         """Packed little-endian bitmask (``ceil(width/8)`` bytes) of :meth:`allowed`."""
         return np.packbits(self.allowed_mask(q, ((width + 7) // 8) * 8), bitorder="little")
+
+    def successors(self, q: int) -> np.ndarray:
+        """Distinct states that one allowed (non-EOS) token leads to from ``q``."""
+        got = self._succ.get(q)
+        if got is None:
+            if q in self._bits:  # mask imported from the disk cache: walk again
+                del self._bits[q]
+            self.bits(q)
+            got = self._succ[q]
+        return got
+
+    def precompute(self, max_states: int | None = None, deadline: float | None = None) -> bool:
+        """Compute masks breadth-first over token transitions from the start states.
+
+        Stops after ``max_states`` masks or at ``time.monotonic() >= deadline``.
+        Returns True when every state a token sequence can reach has its mask,
+        so generation will not compute any more.
+        """
+        frontier = [s for s in dict.fromkeys(self.dfa.starts) if s != DEAD]
+        seen = set(frontier)
+        i = 0
+        while i < len(frontier):
+            if (max_states is not None and i >= max_states) or (
+                    deadline is not None and time.monotonic() >= deadline):
+                return False
+            for t in self.successors(frontier[i]).tolist():
+                if t not in seen:
+                    seen.add(t)
+                    frontier.append(t)
+            i += 1
+        return True
 
     @property
     def num_computed(self) -> int:

@@ -16,6 +16,7 @@ from their tokens.
 from __future__ import annotations
 
 import sys
+import time
 import weakref
 
 import numpy as np
@@ -453,6 +454,25 @@ class RegexProcessor(LogitsProcessor):
                 self.index.allowed(s)
             disk.save(self._cache_path, self._cache_key, {**self.dfa.export_states(), **self.index.export_masks()})
             self.index_source = "built"
+
+    def precompute(self, max_states: int | None = None, max_seconds: float | None = None) -> bool:
+        """Compute the masks of every state generation can reach, now, instead of
+        the first time each is visited; then store them in the disk cache.
+
+        By default masks are built lazily (a first mask in milliseconds, then
+        about a millisecond on the host for each state reached for the first
+        time). Call this before generating when a steady per-step cost matters
+        more than construction time, as Outlines' full index does. Stops after
+        ``max_states`` states or ``max_seconds``; returns True if complete.
+
+        >>> proc = RegexProcessor(r"(yes|no)[.!]", tok)   # doctest: +SKIP
+        >>> proc.precompute()                              # doctest: +SKIP
+        True
+        """
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        complete = self.index.precompute(max_states=max_states, deadline=deadline)
+        self.save_index()
+        return complete
 
     def save_index(self) -> bool:
         """Merge the states computed so far into the disk cache (done automatically

@@ -444,3 +444,41 @@ def test_cpu_sparse_masks_uniform_steps_and_strided_scores(deepseek):
     masks = proc._masks
     assert masks.keep[masks.host_rows(np.array([start, key]))].all()  # allowed lists
     assert not masks.keep[masks.host_rows(np.array([value]))].any()  # banned list
+
+
+def live_masks(proc) -> int:
+    return sum(1 for s in proc.index._bits if s > 0)  # (FINISHED, -1, gets one at the first call)
+
+
+def test_precompute_then_generation_builds_no_mask(deepseek, deepseek_model, tmp_path):
+    pattern = r"(yes|no|maybe)[.!]( [0-9]{1,2})?"
+    proc = RegexProcessor(pattern, deepseek, cache_dir=tmp_path)
+    assert proc.precompute() is True
+    done = live_masks(proc)
+    # every state a token sequence reaches has a mask, and only those: compare with
+    # the token-level closure computed independently from next_states
+    reach, frontier = {proc.dfa.starts[0]}, [proc.dfa.starts[0]]
+    while frontier:
+        q = frontier.pop()
+        allowed = proc.index.allowed(q)
+        allowed = allowed[~np.isin(allowed, proc.eos_token_ids)]
+        for t in set(proc.index.next_states(np.full(len(allowed), q), allowed).tolist()) - reach:
+            reach.add(t)
+            frontier.append(t)
+    assert live_masks(proc) == done == len(reach)
+    out = deepseek_model.generate(**batch(deepseek, ["A:", "B:"]), logits_processor=[proc],
+                                  do_sample=True, num_return_sequences=8, max_new_tokens=8)
+    assert live_masks(proc) == done
+    for text in np.ravel(proc.decode(out)):
+        assert regex.fullmatch(pattern, text, partial=True)
+    # a fresh processor finds them all in the disk cache
+    again = RegexProcessor(pattern, deepseek, cache_dir=tmp_path)
+    assert again.index_source == "disk" and live_masks(again) == done
+    assert again.precompute() is True and live_masks(again) == done
+
+
+def test_precompute_limits(deepseek):
+    proc = RegexProcessor(r"[a-z]{1,300}@x", deepseek, cache_dir=False)
+    assert proc.precompute(max_states=5) is False
+    assert live_masks(proc) <= 6
+    assert proc.precompute(max_seconds=0) is False
