@@ -196,6 +196,21 @@ class HFConstrained(Lib):
         return handle  # one processor serves every generate() call
 
 
+class HFConstrainedPrecomputed(HFConstrained):
+    """hf_constrained with every reachable mask computed at compile time
+    (``RegexProcessor.precompute()``), as Outlines' index is; no disk cache, so
+    it cannot feed the lazy variant's cache."""
+
+    name = "hf_constrained_precomputed"
+
+    def compile(self, pattern):
+        from hf_constrained import RegexProcessor
+        proc = RegexProcessor(pattern, self.tok, eos_token_id=self.model.generation_config.eos_token_id,
+                              cache_dir=False)
+        proc.precompute()
+        return proc
+
+
 class Outlines(Lib):
     """Outlines 1.x: ``outlines.from_transformers`` + its outlines-core backend
     (what ``outlines.Generator(model, Regex(...))`` uses for HF models)."""
@@ -245,9 +260,10 @@ class XGrammar(Lib):
         xgr.apply_token_bitmask_inplace(logits, xgr.allocate_token_bitmask(1, v).to(self.device))
 
 
-LIB_CLASSES = {"hf_constrained": HFConstrained, "outlines": Outlines, "xgrammar": XGrammar}
-LIB_MODULES = {"hf_constrained": ["hf_constrained"], "outlines": ["outlines", "outlines_core"],
-               "xgrammar": ["xgrammar"]}
+LIB_CLASSES = {"hf_constrained": HFConstrained, "hf_constrained_precomputed": HFConstrainedPrecomputed,
+               "outlines": Outlines, "xgrammar": XGrammar}
+LIB_MODULES = {"hf_constrained": ["hf_constrained"], "hf_constrained_precomputed": ["hf_constrained"],
+               "outlines": ["outlines", "outlines_core"], "xgrammar": ["xgrammar"]}
 
 
 def _pkg_version(module: str) -> str:
@@ -418,7 +434,9 @@ def parse_args(argv=None):
     p.add_argument("--device", default="cpu")
     p.add_argument("--model-size", choices=["tiny", "1.5b"], default=None,
                    help="tiny (hidden 64, 2 layers; default on CPU) or 1.5b (random Llama, bf16; default on CUDA)")
-    p.add_argument("--libs", nargs="+", choices=ALL_LIBS, default=ALL_LIBS)
+    p.add_argument("--libs", nargs="+", choices=ALL_LIBS + ["hf_constrained_precomputed"], default=ALL_LIBS,
+                   help="hf_constrained_precomputed: hf_constrained with RegexProcessor.precompute() "
+                        "in its compile step (no disk cache), opt-in")
     p.add_argument("--patterns", nargs="+", choices=list(PATTERNS), default=None)
     p.add_argument("--rows", nargs="+", type=int, default=None, help="rows per generate() (default 1 16 64 256)")
     p.add_argument("--modes", nargs="+", choices=["sample", "beam"], default=["sample", "beam"])
