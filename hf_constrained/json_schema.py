@@ -436,10 +436,7 @@ def _alt(alternatives) -> Optional[str]:
     >>> _alt(["a", "b", None, "a"]), _alt(["", "ab"]), _alt([None])
     ('(?:a|b)', '(?:ab)?', None)
     """
-    seen: list[str] = []
-    for a in alternatives:
-        if a is not None and a not in seen:
-            seen.append(a)
+    seen = list(dict.fromkeys(a for a in alternatives if a is not None))  # O(n), order kept
     if not seen:
         return None
     rest = [a for a in seen if a != ""]
