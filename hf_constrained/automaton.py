@@ -191,6 +191,24 @@ class _Forest:
         counted = (hi is not None and hi >= 2) or (hi is None and lo >= 2)
         return self._node(_REP, (k,), nullable=lo == 0, lo=lo, hi=hi, counted=counted)
 
+    def valid_position(self, leaf: int, k: int, ctx: tuple) -> bool:
+        """Whether ``(leaf, k, ctx)`` is a position of these trees (for cache files)."""
+        if not (0 <= leaf < len(self.kind)) or self.kind[leaf] != _CLS:
+            return False
+        if not 0 <= k < len(self.tries[self.trie[leaf]]):
+            return False
+        reps, p = [], self.parent[leaf]
+        while p >= 0:
+            if self.counted[p]:
+                reps.append(p)
+            p = self.parent[p]
+        if len(reps) != len(ctx):
+            return False
+        for r, c in zip(reversed(reps), ctx):
+            if not 0 <= c < (self.hi[r] if self.hi[r] is not None else self.lo[r]):
+                return False
+        return True
+
     # Positions are (leaf, byte index within the character's UTF-8 trie, counters).
     def first(self, nid: int, ctx: tuple) -> tuple:
         """Positions that can read the first character of node ``nid``."""
@@ -475,17 +493,16 @@ class LazyDFA:
         if not np.array_equal(arrays["dfa_byte_class"], self.byte_class):
             raise ValueError("cached automaton was built from different patterns")
         codes, pos_offsets = arrays["dfa_positions"].tolist(), arrays["dfa_position_offsets"].tolist()
-        n_leaves = len(self._forest.kind)
-        pos_map = []
+        keys = []  # all validated before anything is interned
         for i in range(len(pos_offsets) - 1):
             code = codes[pos_offsets[i]:pos_offsets[i + 1]]
             if code == [-1]:
-                pos_map.append(0)
-            elif len(code) >= 2 and 0 <= code[0] < n_leaves and self._forest.kind[code[0]] == _CLS:
-                pos_map.append(self._pos((code[0], code[1], tuple(code[2:]))))
+                keys.append(END)
+            elif len(code) >= 2 and self._forest.valid_position(code[0], code[1], tuple(code[2:])):
+                keys.append((code[0], code[1], tuple(code[2:])))
             else:
                 raise ValueError("cached automaton was built from different patterns")
-        pos_map = np.array(pos_map, dtype=np.int64)
+        pos_map = np.array([0 if key is END else self._pos(key) for key in keys], dtype=np.int64)
         offsets, members, strip = arrays["dfa_offsets"], arrays["dfa_members"], arrays["dfa_strip"]
         n = len(offsets) - 1
         mapping = np.empty(n, dtype=np.int64)

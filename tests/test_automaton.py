@@ -726,3 +726,28 @@ def test_random_counted_patterns_match_regex_module(seed):
             state = dfa.walk(dfa.starts[0], s.encode())
             assert dfa.is_accepting(state) == (compiled.fullmatch(s) is not None), (pattern, s)
             assert (state != DEAD) == (compiled.fullmatch(s, partial=True) is not None), (pattern, s)
+
+
+def test_import_round_trip_and_foreign_positions_rejected():
+    pattern = "(?:[ab]{2,5}c){3,}é?"
+    a = LazyDFA.from_patterns([pattern])
+    for s in ["ab", "abcaab", "abbcabcabc", "abcabcabcé"]:
+        a.walk(a.starts[0], s.encode())
+    exported = a.export_states()
+    b = LazyDFA.from_patterns([pattern])
+    mapping = b.import_states(exported)
+    for s in ["", "ab", "abcaab", "abcabcabc", "abcabcabcé", "abx"]:
+        sa, sb = a.walk(a.starts[0], s.encode()), b.walk(b.starts[0], s.encode())
+        assert (sa == DEAD) == (sb == DEAD) and a.is_accepting(sa) == b.is_accepting(sb)
+    assert mapping[a.starts[0]] == b.starts[0]
+    codes, offsets = exported["dfa_positions"], exported["dfa_position_offsets"]
+    first = next(i for i in range(len(offsets) - 1) if offsets[i + 1] - offsets[i] >= 4)
+    lo = offsets[first]
+    for field, bad in [(1, 99), (2, 99), (2, -1), (0, 10_000)]:  # byte index, counters, leaf
+        tampered = dict(exported, dfa_positions=codes.copy())
+        tampered["dfa_positions"][lo + field] = bad
+        c = LazyDFA.from_patterns([pattern])
+        before = len(c._pos_keys)
+        with pytest.raises(ValueError):
+            c.import_states(tampered)
+        assert len(c._pos_keys) == before  # nothing half-imported
