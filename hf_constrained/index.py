@@ -20,7 +20,7 @@ import numpy as np
 
 from .automaton import DEAD, LazyDFA
 from .errors import EmptyLanguageError, StateLimitError
-from .vocabulary import Vocabulary
+from .vocabulary import Vocabulary, link_trie
 
 FINISHED = -1  # a row that emitted EOS: only EOS/pad may follow
 
@@ -68,17 +68,8 @@ class ClassTrie:
         self.node_parent = par
         self.node_cls = np.concatenate(classes).astype(np.int32)
         self.depth_start = np.array(starts, dtype=np.int64)
-        self.num_nodes = n = len(par)
-        counts = np.bincount(par[1:], minlength=n)
-        self.child_end = np.cumsum(counts) + 1
-        self.child_start = self.child_end - counts
-        term_q = qnode[vocab.term_node]
-        order = np.argsort(term_q, kind="stable")
-        self.term_ids = vocab.term_ids[order]
-        self.term_node = term_q[order]
-        tcounts = np.bincount(term_q, minlength=n)
-        self.term_end = np.cumsum(tcounts)
-        self.term_start = self.term_end - tcounts
+        self.num_nodes = len(par)
+        link_trie(self, par, vocab.term_ids, qnode[vocab.term_node])
 
 
 class TokenIndex:

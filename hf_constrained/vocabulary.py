@@ -161,6 +161,26 @@ def _bytelevel_arrays(pieces: list, usable: np.ndarray):
     return vals.astype(np.uint8), offs, lens
 
 
+def link_trie(trie, parent: np.ndarray, token_ids: np.ndarray, node_of: np.ndarray) -> None:
+    """Set the child ranges and terminal arrays of a breadth-first trie.
+
+    ``parent`` is non-decreasing (nodes numbered depth by depth, siblings
+    sorted), so each node's children are contiguous; token ``token_ids[i]``
+    ends at node ``node_of[i]``. Sets ``child_start``/``child_end`` and
+    ``term_ids``/``term_node`` (sorted by node) with ``term_start``/``term_end``.
+    """
+    n = len(parent)
+    counts = np.bincount(parent[1:], minlength=n)
+    trie.child_end = np.cumsum(counts) + 1
+    trie.child_start = trie.child_end - counts
+    order = np.argsort(node_of, kind="stable")
+    trie.term_ids = token_ids[order]
+    trie.term_node = node_of[order]
+    tcounts = np.bincount(node_of, minlength=n)
+    trie.term_end = np.cumsum(tcounts)
+    trie.term_start = trie.term_end - tcounts
+
+
 class Vocabulary:
     """Token bytes and their trie, for one tokenizer. Build with :meth:`from_tokenizer`."""
 
@@ -344,16 +364,7 @@ class Vocabulary:
         self.node_parent = par
         # nodes are numbered depth by depth: depth d is [depth_start[d], depth_start[d+1])
         self.depth_start = np.cumsum([0] + [len(x) for x in parent])
-        self.num_nodes = n_nodes = len(par)
-        # parents are non-decreasing, so children are contiguous: counts -> ranges
-        counts = np.bincount(par[1:], minlength=n_nodes)
-        self.child_end = np.cumsum(counts) + 1
-        self.child_start = self.child_end - counts
-        order = np.argsort(node_of, kind="stable")
-        self.term_ids = tid[order]
-        self.term_node = node_of[order]
-        tcounts = np.bincount(node_of, minlength=n_nodes)
-        self.term_end = np.cumsum(tcounts)
-        self.term_start = self.term_end - tcounts
+        self.num_nodes = len(par)
+        link_trie(self, par, tid, node_of)
         singles = flat[to[tl == 1]]
         self.full_byte_coverage = len(np.unique(singles)) == 256
