@@ -189,21 +189,24 @@ class TokenIndex:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(out_ids), np.concatenate(out_states)
 
+    def _reachable(self, successors):
+        """Live states reachable from the start states, breadth-first, each
+        yielded once; ``successors(q)`` is called when the walk resumes after ``q``."""
+        frontier = [s for s in dict.fromkeys(self.dfa.starts) if s != DEAD]
+        seen = set(frontier)
+        for q in frontier:  # the list grows while it is iterated
+            yield q
+            for t in successors(q).tolist():
+                if t not in seen:
+                    seen.add(t)
+                    frontier.append(t)
+
     def _compute_token_liveness(self):
         """For vocabularies that cannot spell every byte: keep only tokens that
         lead to states from which a full match is still spellable."""
         succ: dict[int, np.ndarray] = {}
-        frontier = [s for s in dict.fromkeys(self.dfa.starts) if s != DEAD]
-        seen = set(frontier)
-        while frontier:
-            q = frontier.pop()
-            _, nxt = self._walk_trie(q)
-            u = np.unique(nxt)
-            succ[q] = u
-            for t in u.tolist():
-                if t not in seen:
-                    seen.add(t)
-                    frontier.append(t)
+        for _ in self._reachable(lambda q: succ.setdefault(q, np.unique(self._walk_trie(q)[1]))):
+            pass
         live = {q for q in succ if self.dfa.accepting[q]}
         changed = True
         while changed:
@@ -283,18 +286,10 @@ class TokenIndex:
         Returns True when every state a token sequence can reach has its mask,
         so generation will not compute any more.
         """
-        frontier = [s for s in dict.fromkeys(self.dfa.starts) if s != DEAD]
-        seen = set(frontier)
-        i = 0
-        while i < len(frontier):
+        for i, _ in enumerate(self._reachable(self.successors)):
             if (max_states is not None and i >= max_states) or (
                     deadline is not None and time.monotonic() >= deadline):
                 return False
-            for t in self.successors(frontier[i]).tolist():
-                if t not in seen:
-                    seen.add(t)
-                    frontier.append(t)
-            i += 1
         return True
 
     @property
