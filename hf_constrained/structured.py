@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ._gc import gc_paused
 from .json_schema import choice_regex, schema_to_regex
 from .output import squeeze_grid, to_grid
 from .processor import RegexProcessor
@@ -75,9 +74,8 @@ class JSONProcessor(_ParsingProcessor):
         schemas = list(schema_or_schemas) if isinstance(schema_or_schemas, (list, tuple)) else [schema_or_schemas]
         per_prompt = isinstance(schema_or_schemas, (list, tuple))
         self.schemas = schemas
-        with gc_paused():  # many small allocations, no cycles (see hf_constrained._gc)
-            regexes = [schema_to_regex(s, whitespace=whitespace) for s in schemas]
-            super().__init__(regexes if per_prompt else regexes[0], tokenizer, **kwargs)
+        regexes = [schema_to_regex(s, whitespace=whitespace) for s in schemas]
+        super().__init__(regexes if per_prompt else regexes[0], tokenizer, **kwargs)
 
     def _parse_one(self, text: str, prompt: int):
         schema = self.schemas[prompt if len(self.schemas) > 1 else 0]
