@@ -33,7 +33,7 @@ from hf_constrained.errors import (  # noqa: E402
     StateLimitError,
     UnsupportedRegexError,
 )
-from hf_constrained.regex_parser import normalize_ranges, parse  # noqa: E402
+from hf_constrained.regex_parser import normalize_ranges  # noqa: E402
 
 PATTERNS = [
     "abc",
