@@ -1,0 +1,180 @@
+"""The constraint interface: what the per-step ``generate()`` shell drives.
+
+A *constraint* is an engine that knows a formal language over token ids. The
+shell (``processor``) knows nothing about regexes, DFAs or grammars: it keeps
+one engine state per row of the batch, advances rows by the token each one
+took, and asks the engine for the token mask of every state it sees. Any
+engine that implements :class:`Constraint` (the regex engine ``LazyDFA`` +
+``TokenIndex``, a grammar, a fixed set of strings) plugs into the same shell
+and gets every generation mode (samples, beams, assisted decoding), row
+tracking, disk caching and ``(samples, batch)`` output for free.
+
+States
+------
+A state is a Python/numpy ``int64``:
+
+* ``> 0``: a live state, *interned* by the engine: the same id always stands
+  for the same configuration (a DFA state, a parser configuration), so the
+  shell may cache the mask of a state id for as long as the engine lives.
+  Ids are small, dense and allocated on first use (``1, 2, 3, ...``).
+* :data:`DEAD` (``0``): no continuation; only EOS is allowed so that a mask is
+  never all ``-inf`` (a correctly masked row never gets here).
+* :data:`FINISHED` (``-1``): EOS was emitted in an accepting state; EOS and the
+  pad token are allowed (generate() pads finished rows).
+* :data:`UNKNOWN` (``-2``): used by the shell's row tracking only, never
+  passed to an engine.
+
+Contract (what an implementation must guarantee)
+------------------------------------------------
+* ``allowed_mask(q, width)[t]`` is True iff token ``t`` keeps the text a prefix
+  of some string of the language that can still be completed *with this
+  vocabulary*; an EOS id is allowed iff ``q`` accepts. Ids ``>= vocab size``
+  (a model vocabulary padded larger) are never allowed. A live state allows
+  at least one token.
+* ``advance(states, tokens)`` is the token-level transition, vectorised over
+  rows and deterministic: a token that ``allowed_mask`` bans leads to
+  :data:`DEAD`; EOS from an accepting state leads to :data:`FINISHED`; a
+  finished row stays finished whatever follows (padding); a dead row stays dead.
+* Every method may be called from several threads at once (one processor
+  serving concurrent ``generate()`` calls). Engines grow shared tables lazily;
+  they take their own lock where states or masks are *created*, not around
+  every call.
+
+Minimal example: a finite set of token sequences (what ``tests`` use to prove
+the shell is engine-agnostic)::
+
+    >>> import numpy as np
+    >>> class Words(Constraint):
+    ...     '''Exactly one of a few token-id sequences, then EOS (id 0).'''
+    ...     def __init__(self, seqs, vocab_size):
+    ...         self.prefixes = {(): 1}                     # prefix -> state id
+    ...         for s in seqs:
+    ...             for i in range(1, len(s) + 1):
+    ...                 self.prefixes.setdefault(tuple(s[:i]), len(self.prefixes) + 1)
+    ...         self.of = {v: k for k, v in self.prefixes.items()}
+    ...         self.words = {tuple(s) for s in seqs}
+    ...         self.starts = np.array([1])
+    ...         self.eos_token_ids = np.array([0])
+    ...         self.pad_token_id = None
+    ...         self.vocab_size = vocab_size
+    ...     def accepting(self, states):
+    ...         return np.array([self.of.get(int(q)) in self.words for q in states])
+    ...     def advance(self, states, tokens):
+    ...         out = []
+    ...         for q, t in zip(states.tolist(), tokens.tolist()):
+    ...             if q == FINISHED or (q > 0 and t == 0 and self.of[q] in self.words):
+    ...                 out.append(FINISHED)
+    ...             elif q > 0:
+    ...                 out.append(self.prefixes.get(self.of[q] + (t,), DEAD))
+    ...             else:
+    ...                 out.append(DEAD)
+    ...         return np.array(out, dtype=np.int64)
+    ...     def allowed_ids(self, q):
+    ...         if q <= 0:
+    ...             return np.array([0], dtype=np.int32)
+    ...         p = self.of[q]
+    ...         nxt = {k[-1] for k in self.prefixes if len(k) == len(p) + 1 and k[:-1] == p}
+    ...         return np.array(sorted(nxt | ({0} if p in self.words else set())), dtype=np.int32)
+    >>> c = Words([[5, 6], [5, 7, 8]], vocab_size=10)
+    >>> c.allowed_ids(c.advance(c.starts, np.array([5]))[0]).tolist()
+    [6, 7]
+    >>> c.walk(c.starts, np.array([[5, 6, 0]])).tolist() == [FINISHED]
+    True
+    >>> c.allowed_mask(1, 12).nonzero()[0].tolist()
+    [5]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DEAD = 0
+FINISHED = -1
+UNKNOWN = -2
+
+
+class Constraint:
+    """Base class of constraint engines. Subclasses set the attributes below and
+    implement :meth:`advance`, :meth:`accepting` and :meth:`allowed_ids`; the
+    other methods have correct (if slower) defaults built on those three.
+
+    Attributes (set by the subclass):
+        starts: ``int64`` array, the start state of each pattern/grammar, in the
+            order the user gave them (one per prompt, or a single one).
+        eos_token_ids: ``int64`` array of the ids that end a match.
+        pad_token_id: the tokenizer's pad id, or None; allowed after EOS.
+        vocab_size: number of token ids the tokenizer defines.
+        cacheable: True when the mask of a state id never changes (the shell
+            then keeps device-side masks per state id). An engine whose ids
+            are not interned sets False and the shell asks every step.
+    """
+
+    starts: np.ndarray
+    eos_token_ids: np.ndarray
+    pad_token_id = None
+    vocab_size: int
+    cacheable = True
+
+    # ---------------------------------------------------------------- required
+    def advance(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """States after each row's ``states[i]`` takes ``tokens[i]`` (``int64`` arrays)."""
+        raise NotImplementedError
+
+    def accepting(self, states: np.ndarray) -> np.ndarray:
+        """Bool array: does each live state accept (may EOS follow)? False for DEAD/FINISHED."""
+        raise NotImplementedError
+
+    def allowed_ids(self, state: int) -> np.ndarray:
+        """Sorted ``int32`` token ids allowed in ``state``, EOS included iff it accepts.
+        DEAD allows EOS only; FINISHED allows EOS and the pad id."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- defaults
+    def walk(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """States after feeding each row of ``tokens`` (rows x steps) from ``states``.
+        ``-1`` pads a short row: a finished row stays finished, a live row dies."""
+        cur = np.asarray(states, dtype=np.int64).copy()
+        tokens = np.asarray(tokens, dtype=np.int64)
+        for j in range(tokens.shape[1]):
+            col = tokens[:, j]
+            pad = col < 0
+            nxt = self.advance(cur, np.where(pad, 0, col)) if (~pad).any() else cur.copy()
+            cur = np.where(pad, np.where(cur == FINISHED, FINISHED, DEAD), nxt)
+        return cur
+
+    def allowed_mask(self, state: int, width: int) -> np.ndarray:
+        """Bool mask over ``width`` logits of :meth:`allowed_ids` (ids beyond it: False)."""
+        mask = np.zeros(width, dtype=bool)
+        ids = self.allowed_ids(state)
+        mask[ids[ids < width]] = True
+        return mask
+
+    def banned_bits(self, state: int, width: int) -> np.ndarray:
+        """Packed little-endian bits (``ceil(width / 8)`` bytes) of the *banned* ids:
+        the layout the accelerator masking kernel reads."""
+        return np.packbits(~self.allowed_mask(state, ((width + 7) // 8) * 8), bitorder="little")
+
+    def successors(self, state: int) -> np.ndarray:
+        """Distinct live states one allowed non-EOS token leads to (for ``precompute``).
+        Engines that cannot enumerate them raise NotImplementedError."""
+        raise NotImplementedError
+
+    @property
+    def num_states(self) -> int:
+        """Live states created so far (diagnostics, disk-cache bookkeeping)."""
+        return 0
+
+    # ---------------------------------------------------------------- disk cache
+    def cache_key(self):
+        """A string that identifies this engine's language, vocabulary and EOS/pad ids,
+        or None when its states cannot be stored (then nothing is cached)."""
+        return None
+
+    def export_state(self) -> dict:
+        """Arrays (name -> numpy array) that :meth:`import_state` can merge back."""
+        return {}
+
+    def import_state(self, arrays: dict) -> bool:
+        """Merge what :meth:`export_state` wrote (maybe by another process). Returns
+        False, changing nothing, for a foreign or inconsistent file."""
+        return False
