@@ -36,7 +36,7 @@ DEFAULT_MAX_NFA_STATES = 1_000_000
 #: the DFA states together may hold this many positions per allowed position
 #: (``max_nfa_states``): bounds the memory of the state sets (about 30 bytes each)
 MEMBERS_PER_POSITION = 8
-DEAD = 0
+from .constraint import DEAD  # noqa: E402  (one definition of the special states)
 
 
 # ---------------------------------------------------------------- UTF-8 ranges

@@ -22,7 +22,7 @@ from .automaton import DEAD, LazyDFA
 from .errors import EmptyLanguageError, StateLimitError
 from .vocabulary import Vocabulary, link_trie
 
-FINISHED = -1  # a row that emitted EOS: only EOS/pad may follow
+from .constraint import FINISHED  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
 
 
 def _spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
