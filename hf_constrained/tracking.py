@@ -121,6 +121,10 @@ class Record:
     the call's device); ``prompt_starts`` the start state of each prompt;
     ``max_len`` the longest ``input_ids`` seen (an output is at most one token longer);
     ``last_hash`` the row hashes of the last ``input_ids`` (see :meth:`identifies`).
+
+    >>> rec = Record(torch.tensor([[5, 6], [5, 6]]), 1, np.array([1]))
+    >>> rec.matches(torch.tensor([[5, 6, 7], [5, 6, 8]])), rec.matches(torch.tensor([[5, 9, 7], [5, 6, 8]]))
+    (True, False)
     """
 
     __slots__ = ("prompt_ids", "prompt_len", "num_prompts", "prompt_starts", "max_len", "last_hash",
@@ -184,6 +188,12 @@ class Run:
     """Tracking state of one generate() call.
 
     ``hist[g] = (parent row in hist[g-1] or -1, state)`` for generated length ``g``.
+
+    >>> from hf_constrained.constraint import Constraint
+    >>> class One(Constraint):
+    ...     starts, eos_token_ids, vocab_size = np.array([1]), np.array([0]), 4
+    >>> Run(One(), torch.tensor([[3, 3], [3, 3]]), None, num_prompts=1).start_states.tolist()
+    [1, 1]
     """
 
     def __init__(self, constraint, input_ids: torch.Tensor, config, *, num_prompts: int,
@@ -302,6 +312,14 @@ class Calls:
 
     Thread-safe; a lock guards the run tables, never a step's work.
     ``keep`` bounds the records kept for ``decode()`` and the runs tracked by tokens.
+
+    >>> calls = Calls()
+    >>> calls.last() is None
+    True
+    >>> calls.find(torch.zeros(1, 3))
+    Traceback (most recent call last):
+    ...
+    hf_constrained.errors.GenerationConflictError: decode() needs a generate() call that used this processor first
     """
 
     def __init__(self, keep: int = 256, keep_by_tokens: int = 32):
