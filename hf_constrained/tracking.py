@@ -223,11 +223,14 @@ class Run:
     def prompt_ids(self) -> torch.Tensor:
         return self.record.prompt_ids
 
-    def continues(self, input_ids: torch.Tensor) -> bool:
-        """Shape test: can ``input_ids`` be a later step of this call?"""
+    def continues(self, input_ids: torch.Tensor, by_tokens: bool = True) -> bool:
+        """Shape test: can ``input_ids`` be a later step of this call? Tracked by
+        tokens, a step adds at most one token; within one GenerationConfig any
+        longer ``input_ids`` continue (rows whose ancestry is unknown are recomputed)."""
         rows, length = input_ids.shape
-        return (rows == self.rows and self.prompt_len < length <= self.last_ids.shape[1] + 1
-                and input_ids.device == self.last_ids.device)
+        if rows != self.rows or length <= self.prompt_len or input_ids.device != self.last_ids.device:
+            return False
+        return not by_tokens or length <= self.last_ids.shape[1] + 1
 
     def close(self) -> None:
         """The call is over: keep only what ``tracked_states()`` reports."""
@@ -335,7 +338,7 @@ class Calls:
         if config is not None:
             key = id(config)
             run = self._live.get(key)
-            if run is not None and run.config_ref() is config and run.continues(input_ids):
+            if run is not None and run.config_ref() is config and run.continues(input_ids, by_tokens=False):
                 self._local.last = run
                 return run, False
             run = make()

@@ -155,3 +155,36 @@ def test_count_prompts():
         count_prompts(torch.zeros(12, 3), cfg, 2, True, "P")
     with pytest.raises(GenerationConflictError, match="not a multiple"):
         count_prompts(torch.zeros(7, 3), cfg, 2, True, "P")
+
+
+class _Cfg:
+    num_beams = 1
+    num_return_sequences = 1
+    output_logits = False
+
+
+def test_steps_that_skip_tokens(monkeypatch, deepseek):
+    """Within one GenerationConfig a longer jump stays in the call (its rows are
+    recomputed from their tokens); tracked by tokens it starts a new call."""
+    proc = RegexProcessor(r"\d{4}-\d{2}-\d{2}", deepseek, cache_dir=False)
+    digits = deepseek.encode("2024-01-02", add_special_tokens=False)
+    assert len(digits) >= 4
+    cfg = _Cfg()
+    monkeypatch.setattr(hf_internals, "_find_generation_config", lambda: cfg)
+    width = len(deepseek)
+    prompt = [5, 6]
+    proc(torch.tensor([prompt]), torch.zeros(1, width))
+    proc(torch.tensor([prompt + digits[:1]]), torch.zeros(1, width))
+    run = proc._run
+    out = proc(torch.tensor([prompt + digits[:4]]), torch.zeros(1, width))
+    assert proc._run is run and run.prompt_len == 2
+    ids, tracked = proc.tracked_states()
+    assert np.array_equal(tracked, proc.states_from_tokens(ids)) and tracked[0] > 0
+    allowed = set(torch.isfinite(out[0]).nonzero()[:, 0].tolist())
+    assert allowed == set(proc.index.allowed(int(tracked[0])).tolist())
+    monkeypatch.setattr(hf_internals, "_find_generation_config", lambda: None)
+    proc(torch.tensor([prompt]), torch.zeros(1, width))
+    proc(torch.tensor([prompt + digits[:1]]), torch.zeros(1, width))
+    by_tokens = proc._run
+    proc(torch.tensor([prompt + digits[:4]]), torch.zeros(1, width))
+    assert proc._run is not by_tokens and proc._run.prompt_len == 2 + 4
