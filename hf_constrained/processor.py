@@ -25,7 +25,8 @@ from transformers import LogitsProcessor
 from . import cache as disk
 from .automaton import DEAD, DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_STATES, LazyDFA
 from .errors import GenerationConflictError, StateLimitError
-from .hf_internals import _BANNING, _find_generation_config, _length_guard_ban, _processors_before
+from .hf_internals import (_BANNING, _find_generation_config, _in_slicing_pipeline, _legacy_beam_sampling_guard,
+                           _length_guard_ban, _processors_before)
 from .index import FINISHED, TokenIndex
 from .output import Generation, Sequence, squeeze_grid, to_grid
 from .vocabulary import Vocabulary
@@ -219,6 +220,11 @@ class _Run:
         else:
             pattern_of_row = np.arange(rows) // (rows // self.num_prompts)
         self.start_states = proc._starts[pattern_of_row].astype(np.int64)
+        if proc.vocab.strip_leading_space and _in_slicing_pipeline():
+            # the text is decoded after the prompt: no first space is stripped
+            dfa = proc.dfa
+            self.start_states = np.array([dfa._intern(dfa._keys[s][0], False) for s in self.start_states.tolist()],
+                                         dtype=np.int64)
         # hist[g] = (parent row in hist[g-1] or -1, state) for generated length g
         self.hist = [(None, self.start_states.copy())]
         self.last_ids = input_ids.clone()
@@ -421,6 +427,8 @@ class RegexProcessor(LogitsProcessor):
     # ------------------------------------------------------------ call
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         config = _find_generation_config()
+        if config is not None and config.do_sample and (config.num_beams or 1) > 1:
+            _legacy_beam_sampling_guard()  # transformers < 4.48 only; see its docstring
         run = self._run
         if run is None or not run.is_same(config, input_ids):
             run = self._run = _Run(self, input_ids, config)
