@@ -427,7 +427,7 @@ class RegexProcessor(LogitsProcessor):
     # ------------------------------------------------------------ call
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         config = _find_generation_config()
-        if config is not None and config.do_sample and (config.num_beams or 1) > 1:
+        if config is None or (config.do_sample and (config.num_beams or 1) > 1):
             _legacy_beam_sampling_guard()  # transformers < 4.48 only; see its docstring
         run = self._run
         if run is None or not run.is_same(config, input_ids):
