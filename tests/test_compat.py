@@ -190,3 +190,21 @@ def test_slow_sentencepiece_with_exact_decode_is_supported():
     for text in ["Hello world", "2024-03-15", "Café 中文 😀", "a  b"]:
         ids = tok.encode(text, add_special_tokens=False)
         assert b"".join(vocab.token_bytes[i] for i in ids).decode() == tok.decode(ids)
+
+
+# ----------------------------------------------------------------- newcomer items
+def test_json_parse_keeps_a_complete_document_cut_before_eos(local_tok, local_model):
+    """A full match that ran out of tokens before EOS is a result, not Truncated."""
+    from hf_constrained import JSONProcessor
+    from hf_constrained.structured import Truncated
+
+    proc = JSONProcessor({"const": 7}, local_tok)
+    out = local_model.generate(**local_tok(["Number:"], return_tensors="pt"), logits_processor=[proc],
+                               max_new_tokens=1, pad_token_id=local_tok.pad_token_id)
+    gen = proc.generations(out)[0].sequences[0]
+    assert gen.text == "7" and not gen.finished  # no EOS: max_new_tokens cut it
+    assert proc.parse(out) == 7
+    proc2 = JSONProcessor({"type": "integer", "minimum": 100, "maximum": 999}, local_tok)
+    out = local_model.generate(**local_tok(["Number:"], return_tensors="pt"), logits_processor=[proc2],
+                               max_new_tokens=1, pad_token_id=local_tok.pad_token_id)
+    assert isinstance(proc2.parse(out), Truncated)  # one token cannot spell three digits here
