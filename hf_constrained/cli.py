@@ -26,6 +26,7 @@ from contextlib import contextmanager
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a Unix tool killed by a closed pipe reports
 
 DEMO_PROMPTS = ["Date:", "Email:", "City:"]
 DEMO_PATTERNS = [
@@ -51,9 +52,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 # ----------------------------------------------------------------- helpers
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0].strip()
+def _one_line(exc: BaseException, limit: int = 400) -> str:
+    """The message of ``exc`` on one line: its first line, continued while it ends
+    with a colon (so "...from one of:" keeps what follows), at most ``limit`` characters."""
+    lines = [ln.strip() for ln in (str(exc).strip() or type(exc).__name__).splitlines() if ln.strip()]
+    text = lines[0]
+    for more in lines[1:]:
+        if not text.endswith(":") or len(text) >= limit:
+            break
+        text += " " + more
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @contextmanager
@@ -126,6 +134,17 @@ def _safe_stdout():
     try:
         sys.stdout.reconfigure(errors="backslashreplace")
     except (AttributeError, ValueError):
+        pass
+
+
+def _drop_stdout():
+    """Point stdout at /dev/null so the interpreter's final flush into a closed pipe
+    does not print "Exception ignored ... BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (e.g. captured in tests)
         pass
 
 
@@ -270,17 +289,84 @@ def _pick_device(requested):
     return "cpu"
 
 
+# ----------------------------------------------------------------- model location
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json", "spiece.model")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def _check_model_dir(path: str, shown: str) -> None:
+    """A local directory must hold what from_pretrained reads: say what is missing."""
+    files = set(os.listdir(path))
+    if "config.json" not in files:
+        raise CLIError(f"could not load {shown!r}: the directory has no config.json, so it is not a saved "
+                       "model; save one there with model.save_pretrained(DIR) and tokenizer.save_pretrained(DIR)")
+    if not files.intersection(_TOKENIZER_FILES):
+        raise CLIError(f"could not load the tokenizer of {shown!r}: the directory has no tokenizer files "
+                       f"({', '.join(_TOKENIZER_FILES[:3])}...); save them there with tokenizer.save_pretrained(DIR)")
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether a TCP connection to the hub endpoint (``HF_ENDPOINT``) opens within ``timeout``."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = url.port or (80 if url.scheme == "http" else 443)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _in_hub_cache(repo: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        return False
+    found = try_to_load_from_cache(repo, "config.json")
+    return isinstance(found, str)
+
+
+def _resolve_model(model: str) -> tuple:
+    """``(directory or hub id, local_files_only)`` to load, or a one-line CLIError in a few seconds.
+
+    An existing directory is used as is (with or without ``./``); a path-like
+    name that does not exist is an error; a hub id must be in the local cache or
+    the hub must be reachable (else transformers retries for most of a minute).
+    """
+    path = os.path.expanduser(model)
+    if os.path.isdir(path):
+        _check_model_dir(path, model)
+        return path, False
+    if model.startswith(("~", ".", "/", "\\")) or os.path.isabs(model) or not _HUB_ID.match(model):
+        raise CLIError(f"no such model directory: {model!r} (and it is not a hub model name such as "
+                       "'Qwen/Qwen2.5-0.5B-Instruct')")
+    offline = any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+                  for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    cached = _in_hub_cache(model)
+    if offline and not cached:
+        raise CLIError(f"{model!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
+                       "download it once with network access, or pass a local directory (from save_pretrained)")
+    if offline or _hub_reachable():
+        return model, False
+    if cached:
+        return model, True  # no network: what the cache holds, without minutes of retries
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    raise CLIError(f"cannot reach the Hugging Face hub ({endpoint}) to download {model!r}: pass a local "
+                   "directory (from save_pretrained), or set HF_HUB_OFFLINE=1 to use the models "
+                   "already in the cache")
+
+
 def _load(args):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = _pick_device(args.device)
-    name = args.model
-    if name.startswith(("~", ".", "/", "\\")) or os.path.isabs(name):  # a local path, not a hub name
-        name = os.path.expanduser(name)
-        if not os.path.isdir(name):
-            raise CLIError(f"no such model directory: {args.model!r}")
+    name, local_only = _resolve_model(args.model)
     common = {"trust_remote_code": True} if args.trust_remote_code else {}
+    if local_only:
+        common["local_files_only"] = True
     try:
         with _progress(f"loading tokenizer {args.model}", args.quiet):
             tok = AutoTokenizer.from_pretrained(name, **common)
@@ -506,6 +592,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `hf-constrained demo | head -2`: the reader has gone; stop quietly
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
     except CLIError as exc:
         if traceback_wanted:
             raise

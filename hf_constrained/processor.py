@@ -128,6 +128,9 @@ class ConstrainedProcessor(LogitsProcessor):
     # ------------------------------------------------------------ call
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         config = hf_internals._find_generation_config()
+        if hf_internals.LEGACY_BEAM_SAMPLING and (config is None or (
+                getattr(config, "do_sample", False) and (getattr(config, "num_beams", 1) or 1) > 1)):
+            hf_internals._legacy_beam_sampling_guard()  # see its docstring
         run, new = self._calls.run_for(input_ids, config, lambda: self._start_run(input_ids, config))
         states = run.start_states if new else run.advance(input_ids)
         return self._apply(run, scores, states, input_ids.shape[-1])
@@ -141,8 +144,10 @@ class ConstrainedProcessor(LogitsProcessor):
         # generate() keeps the raw logits it passes us only for output_logits=True;
         # otherwise masking in place saves a full copy of the logits per step.
         inplace = config is not None and not getattr(config, "output_logits", False)
+        # 4.x pipelines decode the generation after the prompt: no first-space rule there
+        starts = self.constraint.mid_text_starts() if hf_internals._in_slicing_pipeline() else None
         run = Run(self.constraint, input_ids, config, num_prompts=n, per_prompt=self.per_prompt,
-                  inplace=inplace, length_guards=guards, banning=banning)
+                  inplace=inplace, length_guards=guards, banning=banning, starts=starts)
         if config is not None and self._cache.path is not None:
             weakref.finalize(config, _save_after_call, weakref.ref(self))
         return run

@@ -84,6 +84,14 @@ class RegexConstraint(Constraint):
             eos = [int(e) for e in eos_token_id]
         return cls(patterns, vocab, eos, pad_token_id=getattr(tokenizer, "pad_token_id", None), **kwargs)
 
+    def mid_text_starts(self):
+        """The start states without the tokenizer's first-space rule (see ``Constraint``)."""
+        if not self.vocab.strip_leading_space:
+            return self.starts
+        with self._lock:
+            return np.array([self.dfa._intern(self.dfa._keys[s][0], False) for s in self.starts.tolist()],
+                            dtype=np.int64)
+
     # ------------------------------------------------------------ transitions
     def advance(self, states, tokens):
         return self.index.next_states(states, tokens)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
+
 from .json_schema import choice_regex, schema_to_regex
 from .output import squeeze_grid, to_grid
 from .processor import RegexProcessor
@@ -55,13 +57,21 @@ class _ParsingProcessor(RegexProcessor):
         raise NotImplementedError
 
     def parse(self, out, *, num_prompts: int | None = None):
-        """Parsed values shaped ``(samples, batch)``; truncated samples are :class:`Truncated`."""
+        """Parsed values shaped ``(samples, batch)``; samples cut off before they were a full
+        match are :class:`Truncated` (a full match without room left for EOS is a result)."""
         gens = self.generations(out, num_prompts=num_prompts)
         flat = []
         for g in gens:
             for s in g.sequences:
-                flat.append(self._parse_one(s.text, g.prompt_index) if s.finished else Truncated(s.text))
+                complete = s.finished or self._full_match(s.token_ids, g.prompt_index)
+                flat.append(self._parse_one(s.text, g.prompt_index) if complete else Truncated(s.text))
         return squeeze_grid(to_grid(flat, len(gens)))
+
+    def _full_match(self, token_ids: list, prompt: int) -> bool:
+        """Whether a sample cut off before EOS already is a full match (then it is a result)."""
+        start = self._starts[prompt if len(self._starts) > 1 else 0]
+        state = int(self.index.walk_tokens(np.array([start]), np.array([token_ids], dtype=np.int64).reshape(1, -1))[0])
+        return state > 0 and bool(self.dfa.accepting[state])
 
 
 class JSONProcessor(_ParsingProcessor):

@@ -184,6 +184,24 @@ class Record:
             "each with its own pattern, of this call; pass the number of prompts you gave generate()")
 
 
+def _same_prompts(prompts: torch.Tensor, known: torch.Tensor) -> bool:
+    """Do the prompt columns of a step belong to the call whose prompts are ``known``?
+
+    Row for row, or else every row holds one of the call's prompts: transformers < 4.48
+    refills the rows of a beam-search prompt that is done with copies of row 0 (its
+    ``BeamSearchScorer`` takes beam index 0 for them), and those rows are then followed
+    from their new parent like any reordered beam.
+
+    >>> _same_prompts(torch.tensor([[1], [1]]), torch.tensor([[1], [2]]))
+    True
+    >>> _same_prompts(torch.tensor([[3], [1]]), torch.tensor([[1], [2]]))
+    False
+    """
+    if torch.equal(prompts, known):
+        return True
+    return bool((prompts[:, None, :] == known[None]).all(-1).any(1).all())
+
+
 class Run:
     """Tracking state of one generate() call.
 
@@ -197,12 +215,12 @@ class Run:
     """
 
     def __init__(self, constraint, input_ids: torch.Tensor, config, *, num_prompts: int,
-                 per_prompt: bool = False, inplace: bool = False, length_guards=(), banning=()):
+                 per_prompt: bool = False, inplace: bool = False, length_guards=(), banning=(), starts=None):
         self.constraint = constraint
         self.config_ref = weakref.ref(config) if config is not None else None
         rows, length = input_ids.shape
         self.rows, self.prompt_len, self.num_prompts = rows, length, num_prompts
-        starts = np.asarray(constraint.starts, dtype=np.int64)
+        starts = np.asarray(constraint.starts if starts is None else starts, dtype=np.int64)
         prompt_starts = starts if per_prompt else np.repeat(starts[:1], num_prompts)
         if per_prompt:  # count_prompts checked that the rows split evenly
             self.start_states = prompt_starts[np.arange(rows) // (rows // num_prompts)].astype(np.int64)
@@ -353,7 +371,7 @@ class Calls:
             with self._lock:
                 candidates = [r for r in reversed(self._by_tokens) if r.continues(input_ids)]
             for run in candidates:
-                if torch.equal(input_ids[:, : run.prompt_len], run.prompt_ids):
+                if _same_prompts(input_ids[:, : run.prompt_len], run.prompt_ids):
                     self._local.last = run
                     return run, False
             run = make()

@@ -74,13 +74,58 @@ def _flatten(spec: dict) -> list[dict]:
     return [spec]
 
 
+_FAST_FIX = ("load the fast tokenizer instead: AutoTokenizer.from_pretrained(name) (use_fast=True is "
+             "the default), or convert this one with transformers.PreTrainedTokenizerFast(tokenizer_object="
+             "transformers.convert_slow_tokenizer.convert_slow_tokenizer(tokenizer))")
+
+
+def _sentencepiece_bytes(byte_fallback: bool, replace_from: str = "\u2581"):
+    def piece_bytes(piece: str):
+        if byte_fallback:
+            m = _BYTE_FALLBACK.match(piece)
+            if m:
+                return bytes([int(m.group(1), 16)])
+        return piece.replace(replace_from, " ").encode("utf-8")
+    return piece_bytes
+
+
+def _slow_sentencepiece(tokenizer):
+    """(piece -> bytes, strip_leading_space) of a slow SentencePiece tokenizer (``sp_model``).
+
+    Pieces spell their text with ``▁`` for a space and ``<0xNN>`` for byte
+    fallback. Whether ``decode`` drops the first space is read off the
+    tokenizer itself (a lone ``▁Word`` token). Slow tokenizers' first-space
+    handling differs from the fast ones' in corner cases, which
+    :meth:`Vocabulary.verify_against` probes; a tokenizer that fails is refused.
+    """
+    sp = tokenizer.sp_model
+    n = sp.get_piece_size()
+    byte_fallback = any(sp.IsByte(i) for i in range(min(n, 512)))
+    probe = None
+    for i in range(n):
+        piece = sp.IdToPiece(i)
+        if len(piece) >= 2 and piece[0] == "\u2581" and piece[1].isalpha() and not sp.IsControl(i):
+            probe = i
+            break
+    if probe is None:
+        raise UnsupportedTokenizerError(
+            f"{type(tokenizer).__name__} is a slow SentencePiece tokenizer without any '▁Word' piece; "
+            f"cannot tell how its decode() treats spaces; {_FAST_FIX}")
+    text = tokenizer.decode([probe], skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    strip = not text.startswith(" ")
+    return _sentencepiece_bytes(byte_fallback), strip
+
+
 def _piece_decoder(tokenizer):
     """Return (decoder kind, piece -> bytes function or None, strip_leading_space)."""
     spec = _decoder_spec(tokenizer)
     if spec is None:
+        if getattr(tokenizer, "sp_model", None) is not None:
+            piece_bytes, strip = _slow_sentencepiece(tokenizer)
+            return "sentencepiece-slow", piece_bytes, strip
         raise UnsupportedTokenizerError(
-            f"{type(tokenizer).__name__} has no fast (tokenizers) backend with a decoder; "
-            "load it with use_fast=True or pass a PreTrainedTokenizerFast"
+            f"{type(tokenizer).__name__} is a slow tokenizer without a SentencePiece model or a fast "
+            f"(tokenizers) backend, so its tokens cannot be mapped to bytes; {_FAST_FIX}"
         )
     parts = _flatten(spec)
     kinds = [p.get("type") for p in parts]
@@ -112,14 +157,7 @@ def _piece_decoder(tokenizer):
         raise UnsupportedTokenizerError(
             f"unsupported tokenizer decoder chain {kinds}: cannot map tokens to bytes"
         )
-
-    def piece_bytes(piece: str):
-        if byte_fallback:
-            m = _BYTE_FALLBACK.match(piece)
-            if m:
-                return bytes([int(m.group(1), 16)])
-        return piece.replace(replace_from, " ").encode("utf-8")
-    return "sentencepiece", piece_bytes, strip
+    return "sentencepiece", _sentencepiece_bytes(byte_fallback, replace_from), strip
 
 
 _BYTELEVEL_LUT = np.full(max(map(ord, _BYTE_DECODER)) + 1, -1, dtype=np.int16)
@@ -301,14 +339,29 @@ class Vocabulary:
         except TypeError:
             pass
 
+    def _edge_pairs(self, limit: int = 4) -> list:
+        """Token pairs where first-space rules differ between decoders: a text that
+        starts with a lone space, two spaces or a space byte, followed by a token
+        with and one without a leading space."""
+        lens = self.tok_len
+        first = np.where(lens > 0, self.flat[np.minimum(self.tok_off, max(len(self.flat) - 1, 0))], 0)
+        second = np.where(lens > 1, self.flat[np.minimum(self.tok_off + 1, max(len(self.flat) - 1, 0))], 0)
+        spacey = np.flatnonzero((lens > 0) & (first == 0x20) & ((lens == 1) | (second == 0x20)))[:limit]
+        spaced = np.flatnonzero((lens > 1) & (first == 0x20) & (second > 0x20) & (second < 0x7F))[:limit]
+        plain = np.flatnonzero((lens > 0) & (first > 0x20) & (first < 0x7F))[:limit]
+        pairs = [[int(a)] for a in spacey]
+        pairs += [[int(a), int(b)] for a in spacey for b in list(spaced) + list(plain)]
+        return pairs
+
     def verify_against(self, tokenizer, samples: int = 64, seed: int = 0) -> None:
-        """Check our byte mapping against ``tokenizer.decode`` on random token pairs."""
+        """Check our byte mapping against ``tokenizer.decode``: corner cases of the
+        first-space rule (:meth:`_edge_pairs`), then random token pairs."""
         rng = random.Random(seed)
         ids = np.nonzero(self.tok_len > 0)[0].tolist()
         if not ids:
             raise UnsupportedTokenizerError("the tokenizer has no usable (non-special) tokens")
-        for _ in range(samples):
-            pair = [rng.choice(ids), rng.choice(ids)]
+        pairs = self._edge_pairs() + [[rng.choice(ids), rng.choice(ids)] for _ in range(samples)]
+        for pair in pairs:
             raw = b"".join(self.flat[self.tok_off[i]:self.tok_off[i] + self.tok_len[i]].tobytes() for i in pair)
             try:
                 expected = raw.decode("utf-8")
@@ -318,9 +371,12 @@ class Vocabulary:
                 expected = expected[1:]
             got = tokenizer.decode(pair, skip_special_tokens=True, clean_up_tokenization_spaces=False)
             if got != expected:
+                tokens = tokenizer.convert_ids_to_tokens(pair)
+                fix = (f"; {_FAST_FIX}" if _decoder_spec(tokenizer) is None else "")
                 raise UnsupportedTokenizerError(
-                    f"tokenizer.decode({pair}) gives {got!r} but the token bytes spell {expected!r}; "
-                    "this tokenizer's decoding cannot be mapped to bytes exactly"
+                    f"{type(tokenizer).__name__}.decode({pair}) (tokens {tokens}) gives {got!r} but the "
+                    f"token bytes spell {expected!r}; this tokenizer's decoding cannot be mapped to "
+                    f"bytes exactly{fix}"
                 )
 
     def _build_trie(self):

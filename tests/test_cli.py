@@ -11,6 +11,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -41,19 +43,41 @@ class _Runs:
         env["PYTHONIOENCODING"] = "utf-8"
         env.setdefault("OMP_NUM_THREADS", "1")  # several interpreters share few cores
         env.pop("HF_CONSTRAINED_TRACEBACK", None)
-        self.procs = {
-            name: subprocess.Popen([sys.executable, "-m", "hf_constrained", *args], cwd=ROOT, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   encoding="utf-8")
-            for name, args in commands.items()
-        }
-        self.results = {}
+        self.procs, self.started = {}, {}
+        for name, args in commands.items():
+            extra = {}
+            if isinstance(args, dict):  # {"args": [...], "env": {...}, "close_stdout": bool}
+                args, extra = args["args"], args
+            penv = dict(env)
+            for k, v in extra.get("env", {}).items():
+                if v is None:
+                    penv.pop(k, None)
+                else:
+                    penv[k] = v
+            self.started[name] = time.monotonic()
+            p = self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "hf_constrained", *args], cwd=ROOT, env=penv, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, encoding="utf-8")
+            if extra.get("close_stdout"):
+                p.stdout.close()  # the reader is gone before the program writes anything
+            if extra.get("timed"):  # note when it exits, not when a test gets to it
+                threading.Thread(target=self._time, args=(name,), daemon=True).start()
+        self.results, self.seconds = {}, {}
+
+    def _time(self, name):
+        self.procs[name].wait()
+        self.seconds[name] = time.monotonic() - self.started[name]
 
     def get(self, name):
         if name not in self.results:
-            out, err = self.procs[name].communicate(timeout=120)
-            self.results[name] = subprocess.CompletedProcess(self.procs[name].args,
-                                                             self.procs[name].returncode, out, err)
+            p = self.procs[name]
+            if p.stdout is not None and p.stdout.closed:
+                err = p.stderr.read()
+                p.wait(timeout=120)
+                out = ""
+            else:
+                out, err = p.communicate(timeout=120)
+            self.results[name] = subprocess.CompletedProcess(p.args, p.returncode, out, err)
         return self.results[name]
 
     def close(self):
@@ -66,6 +90,9 @@ class _Runs:
 @pytest.fixture(scope="module", autouse=True)
 def runs(model_dir, tmp_path_factory):
     """Started before this module's first test; the subprocess tests come last in the file."""
+    hub_home = tmp_path_factory.mktemp("empty_hf_home")
+    # 127.0.0.1 port 9 (discard): nothing listens, the connection is refused at once
+    no_hub = {"HF_HOME": str(hub_home), "HF_HUB_CACHE": str(hub_home / "hub"), "HF_ENDPOINT": "http://127.0.0.1:9"}
     # Each interpreter pays ~5 CPU-seconds of torch/transformers imports: keep this list short.
     r = _Runs({
         "demo": ["demo"],
@@ -74,6 +101,12 @@ def runs(model_dir, tmp_path_factory):
         "choice_beams": ["generate", "--model", model_dir, "--choice", "yes", "no", "maybe (not sure)",
                          "--beams", "4", "-n", "3", "--json", "--", "Is it raining?", "Is it sunny?"],
         "bad_regex": ["generate", "--model", model_dir, "--regex", "[0-9", "prompt"],
+        # no network and nothing cached: a hub name must fail in seconds, in one line
+        "hub_unreachable": {"args": ["generate", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "--regex", "a", "p"],
+                            "env": {**no_hub, "HF_HUB_OFFLINE": None, "TRANSFORMERS_OFFLINE": None}, "timed": True},
+        "hub_offline": {"args": ["generate", "--model", "Qwen/Qwen2.5-0.5B-Instruct", "--regex", "a", "p"],
+                        "env": {**no_hub, "HF_HUB_OFFLINE": "1"}},
+        "closed_pipe": {"args": ["demo", "-n", "1"], "close_stdout": True},
     }, tmp_path_factory.mktemp("cli_cache"))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # leave the cores to the subprocesses; the tiny models need no more
@@ -143,9 +176,41 @@ def test_no_command_prints_help(run_main):
 
 def test_model_load_failure_is_one_line(run_main, tmp_path):
     (tmp_path / "config.json").write_text("{not json")
+    (tmp_path / "tokenizer.json").write_text("{not json either")
     code, out, err = run_main("generate", "--model", str(tmp_path), "--regex", "a", "-q", "p")
     assert code == 2
     assert "could not load" in _one_line(err)
+
+
+def test_non_model_directories_say_what_is_missing(run_main, tmp_path):
+    """Issue 10, item 2: not "...from one of:" cut off at the colon."""
+    empty = tmp_path / "somedir"
+    empty.mkdir()
+    code, out, err = run_main("generate", "--model", str(empty), "--regex", "a", "-q", "p")
+    assert code == 2 and "no config.json" in _one_line(err) and "save_pretrained" in err
+    (empty / "config.json").write_text("{}")
+    code, out, err = run_main("generate", "--model", str(empty), "--regex", "a", "-q", "p")
+    line = _one_line(err)
+    assert code == 2 and "no tokenizer files" in line and "tokenizer.save_pretrained" in line
+
+
+def test_one_line_keeps_what_follows_a_colon():
+    exc = ValueError("Couldn't instantiate the backend tokenizer from one of:\n(1) a `tokenizers` library "
+                     "serialization file,\n(2) a slow tokenizer instance to convert or\n(3) an equivalent slow "
+                     "tokenizer class to instantiate and convert.\nYou need to have sentencepiece installed.")
+    line = cli._one_line(exc)
+    assert line.startswith("Couldn't instantiate") and "(1) a `tokenizers` library" in line
+    assert "\n" not in line and len(line) <= 400
+
+
+def test_relative_directory_without_dot_slash(run_main, model_dir, monkeypatch):
+    parent, name = os.path.split(model_dir)
+    monkeypatch.chdir(parent)
+    code, out, err = run_main("generate", "--model", name, "--regex", "[0-9]{2}", "-q", "--json", "p")
+    assert code == 0, err
+    assert re.fullmatch("[0-9]{2}", json.loads(out)["results"][0][0]["text"])
+    code, out, err = run_main("generate", "--model", "no/such/dir/here", "--regex", "a", "-q", "p")
+    assert code == 2 and "no such model directory" in _one_line(err)
 
 
 def test_per_prompt_regexes_and_truncation(run_main, model_dir):
@@ -287,3 +352,28 @@ def test_bad_regex_is_one_line_error(runs):
     line = _assert_one_line_error(runs.get("bad_regex"))
     assert "regex" in line and "position" in line
     assert "loading model" not in runs.get("bad_regex").stderr  # checked before any model loads
+
+
+def test_unreachable_hub_fails_fast_in_one_line(runs):
+    """Issue 10, item 1: no network, a hub name: seconds, one line, what to do."""
+    line = _assert_one_line_error(runs.get("hub_unreachable"))
+    assert "cannot reach the Hugging Face hub" in line and "HF_HUB_OFFLINE=1" in line
+    assert "local directory" in line
+    # Before: 46.6 s of HTTP retries ("... thrown while requesting HEAD ..." lines), then a cut-off
+    # error. Now the hub is probed once (3 s timeout); ~4 s in all alone, mostly imports. Wall
+    # time on a shared machine is too noisy to assert tightly: no retry happened, and a loose bound.
+    r = runs.get("hub_unreachable")
+    assert "requesting HEAD" not in r.stderr and "127.0.0.1:9" in line
+    assert runs.seconds["hub_unreachable"] < 120, runs.seconds
+
+
+def test_offline_hub_name_not_cached_is_one_line(runs):
+    line = _assert_one_line_error(runs.get("hub_offline"))
+    assert "not in the local Hugging Face cache" in line and "local directory" in line
+
+
+def test_closed_pipe_exits_quietly(runs):
+    """Issue 10, item 3: `hf-constrained demo | head -2` is not an error."""
+    r = runs.get("closed_pipe")
+    assert r.stderr == "", r.stderr
+    assert r.returncode == cli.EXIT_BROKEN_PIPE

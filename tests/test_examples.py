@@ -13,6 +13,7 @@ They use the small in-memory tokenizer (``--tokenizer local``) to stay fast;
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -118,3 +119,41 @@ def test_example_runs_offline_and_verifies(results, name):
 def test_examples_are_all_covered():
     scripts = {p.stem for p in EXAMPLES.glob("*.py") if not p.stem.startswith("_")}
     assert scripts == {script for script, _ in RUNS.values()} | {"distributed"}
+
+
+# ----------------------------------------------------------------- README code
+def _readme_block(marker: str) -> str:
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+    found = [b for b in blocks if marker in b]
+    assert found, f"no README python block contains {marker!r}"
+    return found[0]
+
+
+def test_readme_headline_example_is_true_as_written(deepseek, deepseek_model):
+    """The first example, run as written: every one of the 7 x 3 cells fullmatches."""
+    import torch
+
+    code = _readme_block("texts[s][b] fullmatches patterns[b]")
+    ns = {"tokenizer": deepseek, "model": deepseek_model}
+    torch.manual_seed(0)
+    exec(code, ns)
+    texts, patterns = ns["texts"], ns["patterns"]
+    assert len(texts) == 7 and all(len(row) == 3 for row in texts)
+    for row in texts:
+        for pat, text in zip(patterns, row):
+            assert re.fullmatch(pat, text), (pat, text)
+    assert all(s.finished for g in ns["proc"].generations(ns["out"]) for s in g.sequences)
+
+
+def test_readme_generation_modes_block_runs(local_tok, local_model):
+    """The "Usage by generation mode" block, assisted generation included, runs as written."""
+    import torch
+
+    from hf_constrained import offline
+
+    code = _readme_block("# beam sampling")
+    ns = {"tok": local_tok, "model": local_model, "draft_model": offline.tiny_model(local_tok, seed=1)}
+    torch.manual_seed(0)
+    exec(code, ns)
+    text = ns["texts"]
+    assert isinstance(text, str) and re.fullmatch(r"[0-9]{0,4}(-[0-9]{0,2}){0,2}", text), text
