@@ -58,7 +58,15 @@ class ClassTrie:
         for d in range(1, len(ds) - 1):
             a, b = int(ds[d]), int(ds[d + 1])
             key = qnode[vocab.node_parent[a:b]] * n_classes + node_cls[a:b]
-            uniq, inv = np.unique(key, return_inverse=True)
+            if (key[1:] >= key[:-1]).all():
+                # Byte classes are byte ranges and siblings are sorted by byte, so the
+                # keys come sorted: the distinct ones are the starts of runs (no sort).
+                first = np.empty(len(key), dtype=bool)
+                first[0] = True
+                np.not_equal(key[1:], key[:-1], out=first[1:])
+                uniq, inv = key[first], np.cumsum(first) - 1
+            else:
+                uniq, inv = np.unique(key, return_inverse=True)
             qnode[a:b] = next_id + inv
             parents.append(uniq // n_classes)
             classes.append(uniq % n_classes)
