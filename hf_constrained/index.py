@@ -15,6 +15,7 @@ array([..token ids spelling only digits..])
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 
@@ -80,6 +81,55 @@ class ClassTrie:
         link_trie(self, par, vocab.term_ids, qnode[vocab.term_node])
 
 
+#: vocabulary -> {region table over bytes: _RegionWalk or None (not worth it)}
+_REGION_WALKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class _RegionWalk:
+    """The trie walk inside one lexical region (see :meth:`TokenIndex._region`),
+    shared by every state whose region has the same local table.
+
+    ``ids``/``end``: the tokens whose bytes never leave the region, and the region
+    state each ends in; ``exit_nodes``/``exit_from``: the trie nodes where a path
+    leaves it (ascending), and the region state just before.
+    """
+
+    #: below this share of the vocabulary inside the region, the plain walk is cheaper
+    MIN_SHARE = 0.25
+    #: region walks kept per vocabulary (about 1 MB each for 129k tokens), oldest dropped first
+    PER_VOCABULARY = 32
+
+    @classmethod
+    def build(cls, v, node_cls, parent_rel, table: np.ndarray):
+        ds = v.depth_start
+        local = np.full(v.num_nodes, -1, dtype=np.int16)
+        local[0] = 0
+        exit_nodes, exit_from = [], []
+        for d in range(1, len(ds) - 1):
+            a, b = int(ds[d]), int(ds[d + 1])
+            ps = local[int(ds[d - 1]):a][parent_rel[a:b]]
+            inside = ps >= 0
+            if not inside.any():
+                break
+            cur = np.where(inside, table[np.maximum(ps, 0), node_cls[a:b]], -1)
+            local[a:b] = cur
+            out = np.flatnonzero(inside & (cur < 0))
+            exit_nodes.append(out + a)
+            exit_from.append(ps[out])
+        end = local[v.term_node]
+        keep = end >= 0
+        if np.count_nonzero(keep) < cls.MIN_SHARE * len(keep):
+            return None
+        self = cls()
+        self.ids = v.term_ids[keep].astype(np.int32)
+        self.end = end[keep]
+        self.end_set = np.unique(self.end)
+        self.packed: dict = {}  # mask width -> packed bits of ``ids``
+        self.exit_nodes = np.concatenate(exit_nodes) if exit_nodes else np.zeros(0, np.int64)
+        self.exit_from = (np.concatenate(exit_from) if exit_from else np.zeros(0, np.int16)).astype(np.int64)
+        return self
+
+
 class TokenIndex:
     """Lazily computed per-state token masks and token-level transitions."""
 
@@ -123,6 +173,12 @@ class TokenIndex:
         return self.vocab, self.node_cls, self._byte_rel
 
     def _walk_trie(self, q: int):
+        """All (token id, next state) pairs with a live next state from ``q``
+        (through the state's lexical region when it has one, see :meth:`_region`)."""
+        got = self._walk_region(q)
+        return got if got is not None else self._walk_all(q)
+
+    def _walk_all(self, q: int):
         """All (token id, next state) pairs with a live next state from ``q``.
 
         Level by level over the trie. A level is walked *sparsely* (only the
@@ -197,6 +253,136 @@ class TokenIndex:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(out_ids), np.concatenate(out_states)
 
+    # -- lexical regions ------------------------------------------------------
+    #: a state with at least this many bytes looping back to itself (a string
+    #: body, free text) is walked through its lexical region
+    REGION_MIN_LOOPS = 16
+    #: bounds of the region search: transitions deep, states
+    REGION_DEPTH, REGION_STATES = 3, 48
+
+    def _row(self, s: int) -> np.ndarray:
+        if not self.dfa.expanded[s]:
+            self.dfa.expand(s)
+        return self.dfa.table[s]
+
+    def _region(self, q: int):
+        """The lexical region of ``q``: the states near ``q`` (``REGION_DEPTH``
+        transitions) from which ``q`` can be reached again, in a canonical order
+        (breadth-first, targets by first class), and their transitions as a local
+        table (region index, or -1 for "leaves the region"). Inside a JSON string
+        that is the body state, its UTF-8 continuation states and the escape
+        state; every string of the schema has the same local table, so the trie
+        walk inside the region (most of the vocabulary) is shared by all of them.
+        Returns ``(states, local table)`` or None for a state without one.
+        """
+        row = self._row(q)
+        if np.count_nonzero(row[self.dfa.byte_class] == q) < self.REGION_MIN_LOOPS:
+            return None
+        order, at, frontier = [q], {q: 0}, [q]
+        for _ in range(self.REGION_DEPTH):
+            nxt = []
+            for s in frontier:
+                vals, first = np.unique(self._row(s), return_index=True)
+                for t in vals[np.argsort(first, kind="stable")].tolist():
+                    if t != DEAD and t not in at and len(order) < self.REGION_STATES:
+                        at[t] = len(order)
+                        order.append(t)
+                        nxt.append(t)
+            frontier = nxt
+        cand = np.array(order, dtype=np.int64)
+        rows = self.dfa.table[cand]  # unexpanded candidates hold -1: never in the region
+        lut = np.full(self.dfa.num_states, -1, dtype=np.int64)
+        lut[cand] = np.arange(len(cand))
+        local = np.where(rows > 0, lut[np.maximum(rows, 0)], -1)
+        inside = np.zeros(len(cand), dtype=bool)
+        inside[0] = True
+        while True:  # states that reach q inside the candidates
+            grown = inside | ((local >= 0) & inside[np.maximum(local, 0)]).any(1)
+            if (grown == inside).all():
+                break
+            inside = grown
+        keep = np.flatnonzero(inside)
+        renum = np.full(len(cand), -1, dtype=np.int64)
+        renum[keep] = np.arange(len(keep))
+        table = np.where(local >= 0, renum[np.maximum(local, 0)], -1)[keep].astype(np.int16)
+        return cand[keep], table
+
+    def _walk_region(self, q: int):
+        """:meth:`_walk_all` for a state with a lexical region, or None without one.
+
+        Tokens that stay inside the region come from the region's shared walk
+        (their next state is the region state they end in); tokens that leave it
+        are walked from where they leave, sparsely.
+        """
+        parts = self._region_parts(q)
+        if parts is None:
+            return None
+        walk, states, more_ids, more_states = parts
+        return np.concatenate([walk.ids, more_ids]), np.concatenate([states[walk.end], more_states])
+
+    def _region_parts(self, q: int):
+        """``(shared region walk, region states, ids, next states of the tokens that
+        leave the region)`` for ``q``, or None when ``q`` has no (useful) region."""
+        region = self._region(q)
+        if region is None:
+            return None
+        states, table = region
+        # Over bytes, not this automaton's classes, the local table means the same in
+        # every processor: the walk of a JSON string body is done once per vocabulary.
+        by_byte = table[:, self.dfa.byte_class]
+        key = (by_byte.shape[0], by_byte.tobytes())
+        shared = _REGION_WALKS.setdefault(self.vocab, {})
+        walk = shared.get(key, False)
+        if walk is False:
+            walk = _RegionWalk.build(self.vocab, self.vocab.node_byte, self._byte_rel, by_byte)
+            shared[key] = walk
+            while len(shared) > _RegionWalk.PER_VOCABULARY:
+                del shared[next(iter(shared))]
+        if walk is None:
+            return None
+        v, node_cls = self.vocab, self.node_cls
+        exit_states = self.dfa.table[states[walk.exit_from], node_cls[walk.exit_nodes]].astype(np.int64)
+        live = exit_states != DEAD
+        more_ids, more_states = self._walk_from(v, node_cls, walk.exit_nodes[live], exit_states[live])
+        return walk, states, more_ids, more_states
+
+    def _walk_from(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
+        """(token id, next state) pairs at and below trie ``nodes`` (ascending, any
+        depths) reached in ``states``: a sparse walk, level by level."""
+        ds = v.depth_start
+        depth = np.searchsorted(ds, nodes, side="right") - 1
+        out_ids, out_states = [], []
+        cur_n, cur_s = nodes[:0], states[:0]
+        i, n = 0, len(nodes)
+        d = int(depth[0]) if n else len(ds)
+        while d < len(ds) - 1:
+            j = i + int(np.searchsorted(depth[i:], d, side="right"))
+            if j > i:  # walks that start at this depth
+                cur_n = np.concatenate([cur_n, nodes[i:j]])
+                cur_s = np.concatenate([cur_s, states[i:j]])
+                i = j
+            if len(cur_n):
+                ts, te = v.term_start[cur_n], v.term_end[cur_n]
+                tcount = te - ts
+                if tcount.any():
+                    has = tcount > 0
+                    out_ids.append(v.term_ids[_spans(ts[has], tcount[has])])
+                    out_states.append(np.repeat(cur_s[has], tcount[has]))
+                cs = v.child_start[cur_n]
+                counts = v.child_end[cur_n] - cs
+                child = _spans(cs, counts)
+                nxt = self._lookup(np.repeat(cur_s, counts), node_cls[child]).astype(np.int64)
+                keep = nxt != DEAD
+                cur_n, cur_s = child[keep], nxt[keep]
+                d += 1
+            elif i < n:
+                d = int(depth[i])
+            else:
+                break
+        if not out_ids:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(out_ids), np.concatenate(out_states)
+
     def _reachable(self, successors):
         """Live states reachable from the start states, breadth-first, each
         yielded once; ``successors(q)`` is called when the walk resumes after ``q``."""
@@ -242,25 +428,47 @@ class TokenIndex:
         got = self._bits.get(q)
         if got is not None:
             return got
-        hit = np.zeros(self._bits_width(), dtype=bool)
+        packed, succ = self._compute_mask(q)  # the one place where masks are created
+        if succ is not None:
+            self._succ[q] = succ
+        self._bits[q] = packed
+        return packed
+
+    def _compute_mask(self, q: int):
+        """``(packed allowed bits, distinct successor states or None)`` of state ``q``."""
+        width = self._bits_width()
+        hit = np.zeros(width, dtype=bool)
         if q == DEAD or q == FINISHED:
             hit[self.eos_ids] = True
             if self.pad_token_id is not None and q == FINISHED:
                 hit[self.pad_token_id] = True
+            return np.packbits(hit, bitorder="little"), None
+        parts = self._region_parts(q) if self._live is None else None
+        if parts is not None:  # the region's tokens are shared, packed once
+            walk, states, ids, nxt = parts
+            nxt = np.concatenate([states[walk.end_set], nxt])
+            base = walk.packed.get(width)
+            if base is None:
+                region_hit = np.zeros(width, dtype=bool)
+                region_hit[walk.ids] = True
+                base = walk.packed[width] = np.packbits(region_hit, bitorder="little")
         else:
+            base = None
             ids, nxt = self._walk_trie(q)
             if self._live is not None:  # covers every reachable state (explored eagerly)
                 keep = self._live[nxt]
                 ids, nxt = ids[keep], nxt[keep]
-            self._succ[q] = np.unique(nxt)
-            hit[ids] = True
-            if self.dfa.accepting[q]:
-                hit[self.eos_ids] = True
-            if not hit.any():  # cannot happen for live states; guard against silent NaNs
-                raise StateLimitError(f"internal error: state {q} allows no token")
+        seen = np.zeros(self.dfa.num_states, dtype=bool)
+        seen[nxt] = True
+        hit[ids] = True
+        if self.dfa.accepting[q]:
+            hit[self.eos_ids] = True
         packed = np.packbits(hit, bitorder="little")
-        self._bits[q] = packed
-        return packed
+        if base is not None:
+            packed |= base
+        if not packed.any():  # cannot happen for live states; guard against silent NaNs
+            raise StateLimitError(f"internal error: state {q} allows no token")
+        return packed, np.flatnonzero(seen)
 
     def allowed(self, q: int) -> np.ndarray:
         """Sorted token ids allowed after reaching state ``q`` (EOS included iff accepting)."""
