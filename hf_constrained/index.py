@@ -203,17 +203,19 @@ class TokenIndex:
                     st = cur[v.term_node[t0:t1] - a0]
                     keep = st != dead
                     out_ids.append(v.term_ids[t0:t1][keep])
-                    out_states.append(st[keep].astype(np.int64))
+                    out_states.append(st[keep])
                 run.clear()
 
         # level 0: the root, sparse
         nodes = np.zeros(1, dtype=np.int64)
-        states = np.array([q], dtype=np.int64)
+        states = np.array([q], dtype=self.dfa.table.dtype)
+        seen_n: list = []  # live nodes (and their states) of the sparse levels
+        seen_s: list = []
         dense = None  # state per node of the current depth when walking densely
         for d in range(1, n_depths):
             a, b = int(ds[d]), int(ds[d + 1])
             if dense is None and len(nodes) * 4 > int(ds[d]) - int(ds[d - 1]):
-                dense = np.zeros(int(ds[d]) - int(ds[d - 1]), dtype=np.int64)
+                dense = np.zeros(int(ds[d]) - int(ds[d - 1]), dtype=states.dtype)
                 dense[nodes - ds[d - 1]] = states
             if dense is not None:
                 ps = dense[parent_rel[a:b]]
@@ -227,31 +229,42 @@ class TokenIndex:
                 if n_live * 8 < b - a:  # back to sparse
                     harvest()
                     live = np.flatnonzero(cur)
-                    nodes, states, dense = live + a, cur[live].astype(np.int64), None
+                    nodes, states, dense = live + a, cur[live], None
                 else:
                     dense = cur
                 continue
-            cs = v.child_start[nodes]
-            counts = v.child_end[nodes] - cs
-            if not counts.any():
-                break
-            child = _spans(cs, counts)
-            nxt = self._lookup(np.repeat(states, counts), node_cls[child]).astype(np.int64)
-            keep = nxt != dead
-            nodes, states = child[keep], nxt[keep]
+            nodes, states = self._children(v, node_cls, nodes, states)
             if len(nodes) == 0:
                 break
-            ts, te = v.term_start[nodes], v.term_end[nodes]
-            tcount = te - ts
-            if tcount.any():
-                has = tcount > 0
-                ts, tcount = ts[has], tcount[has]
-                out_ids.append(v.term_ids[_spans(ts, tcount)])
-                out_states.append(np.repeat(states[has], tcount))
+            seen_n.append(nodes)
+            seen_s.append(states)
         harvest()
+        if seen_n:  # the tokens of all sparse levels, read at once
+            ids, states = self._tokens_at(v, seen_n, seen_s)
+            out_ids.append(ids)
+            out_states.append(states)
         if not out_ids:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(out_ids), np.concatenate(out_states)
+        return np.concatenate(out_ids), np.concatenate(out_states).astype(np.int64)
+
+    def _children(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
+        """The live children of trie ``nodes`` (in ``states``) and their states."""
+        cs = v.child_start[nodes]
+        counts = v.child_end[nodes] - cs
+        child = _spans(cs, counts)
+        nxt = self._lookup(np.repeat(states, counts), node_cls[child])
+        keep = np.flatnonzero(nxt)  # DEAD is 0
+        return child[keep], nxt[keep]
+
+    @staticmethod
+    def _tokens_at(v, nodes: list, states: list):
+        """(token ids, states) of the tokens ending at the (node lists, state lists)."""
+        nodes = np.concatenate(nodes) if len(nodes) > 1 else nodes[0]
+        states = np.concatenate(states) if len(states) > 1 else states[0]
+        ts = v.term_start[nodes]
+        tcount = v.term_end[nodes] - ts
+        has = np.flatnonzero(tcount)
+        return v.term_ids[_spans(ts[has], tcount[has])], np.repeat(states[has], tcount[has])
 
     # -- lexical regions ------------------------------------------------------
     #: a state with at least this many bytes looping back to itself (a string
@@ -351,7 +364,7 @@ class TokenIndex:
         depths) reached in ``states``: a sparse walk, level by level."""
         ds = v.depth_start
         depth = np.searchsorted(ds, nodes, side="right") - 1
-        out_ids, out_states = [], []
+        seen_n, seen_s = [], []
         cur_n, cur_s = nodes[:0], states[:0]
         i, n = 0, len(nodes)
         d = int(depth[0]) if n else len(ds)
@@ -362,26 +375,18 @@ class TokenIndex:
                 cur_s = np.concatenate([cur_s, states[i:j]])
                 i = j
             if len(cur_n):
-                ts, te = v.term_start[cur_n], v.term_end[cur_n]
-                tcount = te - ts
-                if tcount.any():
-                    has = tcount > 0
-                    out_ids.append(v.term_ids[_spans(ts[has], tcount[has])])
-                    out_states.append(np.repeat(cur_s[has], tcount[has]))
-                cs = v.child_start[cur_n]
-                counts = v.child_end[cur_n] - cs
-                child = _spans(cs, counts)
-                nxt = self._lookup(np.repeat(cur_s, counts), node_cls[child]).astype(np.int64)
-                keep = nxt != DEAD
-                cur_n, cur_s = child[keep], nxt[keep]
+                seen_n.append(cur_n)
+                seen_s.append(cur_s)
+                cur_n, cur_s = self._children(v, node_cls, cur_n, cur_s)
                 d += 1
             elif i < n:
                 d = int(depth[i])
             else:
                 break
-        if not out_ids:
+        if not seen_n:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(out_ids), np.concatenate(out_states)
+        ids, st = self._tokens_at(v, seen_n, seen_s)
+        return ids, st.astype(np.int64)
 
     def _reachable(self, successors):
         """Live states reachable from the start states, breadth-first, each
@@ -454,7 +459,7 @@ class TokenIndex:
                 base = walk.packed[width] = np.packbits(region_hit, bitorder="little")
         else:
             base = None
-            ids, nxt = self._walk_trie(q)
+            ids, nxt = self._walk_all(q) if self._live is None else self._walk_trie(q)
             if self._live is not None:  # covers every reachable state (explored eagerly)
                 keep = self._live[nxt]
                 ids, nxt = ids[keep], nxt[keep]
