@@ -148,6 +148,7 @@ class TokenIndex:
         self._live: np.ndarray | None = None  # token-level liveness (partial vocabularies)
         self._is_eos = np.zeros(max(vocab.size, int(self.eos_ids.max()) + 1), dtype=bool)
         self._is_eos[self.eos_ids] = True
+        self._byte_class = dfa.byte_class.tolist()
         if not vocab.full_byte_coverage:
             self._compute_token_liveness()
 
@@ -551,6 +552,8 @@ class TokenIndex:
         """Vectorised token-level transition for many rows at once."""
         states = np.asarray(states, dtype=np.int64)
         tokens = np.asarray(tokens, dtype=np.int64)
+        if len(states) == 1:  # one row (the most common call): scalar walk, no array passes
+            return np.array([self._next_one(int(states[0]), int(tokens[0]))], dtype=np.int64)
         v = self.vocab
         out = np.full(len(states), DEAD, dtype=np.int64)
         in_vocab = (tokens >= 0) & (tokens < v.size)
@@ -581,3 +584,27 @@ class TokenIndex:
             cur[lens == 0] = DEAD
             out[rows] = cur
         return out
+
+    def _next_one(self, s: int, t: int) -> int:
+        """:meth:`next_states` of one row, on Python ints (same rules)."""
+        if s == FINISHED:
+            return FINISHED
+        if s <= 0:
+            return DEAD
+        if 0 <= t < len(self._is_eos) and self._is_eos[t]:
+            return FINISHED if self.dfa.accepting[s] else DEAD
+        v = self.vocab
+        if not 0 <= t < v.size or v.tok_len[t] == 0:
+            return DEAD
+        off = int(v.tok_off[t])
+        byte_class, table = self._byte_class, self.dfa.table
+        for b in v.flat[off: off + int(v.tok_len[t])].tobytes():
+            nxt = table.item(s, byte_class[b])
+            if nxt < 0:  # row not computed yet
+                self.dfa.expand(s)
+                table = self.dfa.table
+                nxt = table.item(s, byte_class[b])
+            if nxt == DEAD:
+                return DEAD
+            s = nxt
+        return s

@@ -295,3 +295,26 @@ def test_region_walks_are_shared_between_processors(deepseek):
         ids = deepseek.encode(text, add_special_tokens=False)
         feed(proc, ids, len(deepseek), deepseek.eos_token_id)  # the real encoding is never masked
     assert walks[0].keys() <= walks[1].keys() and len(walks[1]) == len(walks[0])
+
+
+def test_one_row_next_states_equals_batch(deepseek):
+    """The scalar one-row path of next_states follows the vectorised rules exactly
+    (EOS, finished and dead rows, out-of-vocabulary ids, tokens with no bytes)."""
+    proc = RegexProcessor(PATTERNS[2], deepseek)
+    index, dfa = proc.index, proc.dfa
+    text = '{"name": "Ada", "age": 42}'
+    seen = [dfa.walk(dfa.starts[0], text[:i].encode()) for i in range(len(text) + 1)]
+    rng = np.random.default_rng(0)
+    states = np.array(seen + [DEAD, -1] * 4, dtype=np.int64)
+    special = [deepseek.eos_token_id, -5, len(deepseek) + 3, int(np.flatnonzero(index.vocab.tok_len == 0)[0])]
+    for _ in range(40):
+        tokens = rng.integers(0, len(deepseek), len(states))
+        tokens[rng.random(len(states)) < 0.2] = rng.choice(special)
+        allowed = [index.allowed(int(s)) if s > 0 else [] for s in states]
+        for i, a in enumerate(allowed):  # mostly allowed tokens, so that rows stay alive
+            if len(a) and rng.random() < 0.6:
+                tokens[i] = rng.choice(a)
+        batch = index.next_states(states, tokens)
+        one = np.array([index.next_states(states[i:i + 1], tokens[i:i + 1])[0] for i in range(len(states))])
+        assert np.array_equal(batch, one)
+        assert (batch > 0).sum() >= 5
