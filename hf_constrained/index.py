@@ -81,6 +81,8 @@ class ClassTrie:
         link_trie(self, par, vocab.term_ids, qnode[vocab.term_node])
 
 
+#: vocabulary -> :func:`_parent_relative` of its byte trie
+_BYTE_REL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: vocabulary -> {region table over bytes: _RegionWalk or None (not worth it)}
 _REGION_WALKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -142,7 +144,10 @@ class TokenIndex:
         self.pad_token_id = pad_token_id
         self.node_cls = dfa.byte_class[vocab.node_byte]
         self._class_trie: ClassTrie | None = None
-        self._byte_rel = _parent_relative(vocab)
+        self._dense_walks = 0  # walks that went dense on the byte trie (see CLASS_TRIE_AFTER)
+        self._byte_rel = _BYTE_REL.get(vocab)
+        if self._byte_rel is None:  # per vocabulary, not per processor (part of the first mask)
+            self._byte_rel = _BYTE_REL[vocab] = _parent_relative(vocab)
         self._bits: dict[int, np.ndarray] = {}  # state -> packed allowed-token bits
         self._succ: dict[int, np.ndarray] = {}  # state -> states its allowed tokens lead to
         self._live: np.ndarray | None = None  # token-level liveness (partial vocabularies)
@@ -161,12 +166,15 @@ class TokenIndex:
             cur = self.dfa.table[states, classes]
         return cur
 
-    #: masks computed with the byte trie before the class trie (26 ms to build
-    #: for 129k tokens, then each walk about halves) is worth building
-    CLASS_TRIE_AFTER = 4
+    #: dense walks (permissive states outside a lexical region, such as a string
+    #: with a maxLength) on the byte trie before the class trie is built: it takes
+    #: 10-25 ms for 129k tokens and then saves about a third of each dense walk, so
+    #: it is built only when that pays off (or for :meth:`precompute`); building it
+    #: at the fifth mask put a 10-25 ms step into every generation
+    CLASS_TRIE_AFTER = 32
 
     def _walk_structure(self):
-        if self._class_trie is None and len(self._bits) >= self.CLASS_TRIE_AFTER:
+        if self._class_trie is None and self._dense_walks >= self.CLASS_TRIE_AFTER:
             self._class_trie = ClassTrie(self.vocab, self.dfa.byte_class)
             self._class_rel = _parent_relative(self._class_trie)
         if self._class_trie is not None:
@@ -213,9 +221,13 @@ class TokenIndex:
         seen_n: list = []  # live nodes (and their states) of the sparse levels
         seen_s: list = []
         dense = None  # state per node of the current depth when walking densely
+        went_dense = False
         for d in range(1, n_depths):
             a, b = int(ds[d]), int(ds[d + 1])
             if dense is None and len(nodes) * 4 > int(ds[d]) - int(ds[d - 1]):
+                if not went_dense:
+                    self._dense_walks += 1
+                    went_dense = True
                 dense = np.zeros(int(ds[d]) - int(ds[d - 1]), dtype=states.dtype)
                 dense[nodes - ds[d - 1]] = states
             if dense is not None:
@@ -508,6 +520,7 @@ class TokenIndex:
         Returns True when every state a token sequence can reach has its mask,
         so generation will not compute any more.
         """
+        self._dense_walks = max(self._dense_walks, self.CLASS_TRIE_AFTER)  # many walks ahead
         for i, _ in enumerate(self._reachable(self.successors)):
             if (max_states is not None and i >= max_states) or (
                     deadline is not None and time.monotonic() >= deadline):
