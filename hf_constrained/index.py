@@ -102,22 +102,29 @@ class _RegionWalk:
     PER_VOCABULARY = 32
 
     @classmethod
-    def build(cls, v, node_cls, parent_rel, table: np.ndarray):
+    def build(cls, v, node_byte, table: np.ndarray):
+        """Walk the byte trie ``v`` inside the region whose local transitions over
+        bytes are ``table`` (region index, -1 = leaves the region)."""
+        k = table.shape[0]
+        # "outside" is an absorbing extra state, so each level is two gathers
+        flat = np.full((k + 1, 256), k, dtype=np.int32)
+        flat[:k] = np.where(table >= 0, table, k)
+        flat = flat.ravel()
         ds = v.depth_start
-        local = np.full(v.num_nodes, -1, dtype=np.int16)
+        local = np.full(v.num_nodes, k, dtype=np.int32)
         local[0] = 0
-        exit_nodes, exit_from = [], []
+        parent = v.node_parent
         for d in range(1, len(ds) - 1):
             a, b = int(ds[d]), int(ds[d + 1])
-            ps = local[int(ds[d - 1]):a][parent_rel[a:b]]
-            inside = ps >= 0
-            if not inside.any():
-                break
-            cur = np.where(inside, table[np.maximum(ps, 0), node_cls[a:b]], -1)
+            cur = flat[local[parent[a:b]] * 256 + node_byte[a:b]]
             local[a:b] = cur
-            out = np.flatnonzero(inside & (cur < 0))
-            exit_nodes.append(out + a)
-            exit_from.append(ps[out])
+            if not (cur < k).any():
+                break
+        exits = np.flatnonzero(local[1:] == k) + 1
+        exit_from = local[parent[exits]]
+        inside = exit_from < k
+        exit_nodes, exit_from = exits[inside], exit_from[inside]
+        local[local == k] = -1
         end = local[v.term_node]
         keep = end >= 0
         if np.count_nonzero(keep) < cls.MIN_SHARE * len(keep):
@@ -127,8 +134,8 @@ class _RegionWalk:
         self.end = end[keep]
         self.end_set = np.unique(self.end)
         self.packed: dict = {}  # mask width -> packed bits of ``ids``
-        self.exit_nodes = np.concatenate(exit_nodes) if exit_nodes else np.zeros(0, np.int64)
-        self.exit_from = (np.concatenate(exit_from) if exit_from else np.zeros(0, np.int16)).astype(np.int64)
+        self.exit_nodes = exit_nodes
+        self.exit_from = exit_from.astype(np.int64)
         return self
 
 
@@ -144,7 +151,7 @@ class TokenIndex:
         self.pad_token_id = pad_token_id
         self.node_cls = dfa.byte_class[vocab.node_byte]
         self._class_trie: ClassTrie | None = None
-        self._dense_walks = 0  # walks that went dense on the byte trie (see CLASS_TRIE_AFTER)
+        self._dense_nodes = 0  # byte-trie nodes walked densely so far (see CLASS_TRIE_AFTER)
         self._byte_rel = _BYTE_REL.get(vocab)
         if self._byte_rel is None:  # per vocabulary, not per processor (part of the first mask)
             self._byte_rel = _BYTE_REL[vocab] = _parent_relative(vocab)
@@ -166,15 +173,16 @@ class TokenIndex:
             cur = self.dfa.table[states, classes]
         return cur
 
-    #: dense walks (permissive states outside a lexical region, such as a string
-    #: with a maxLength) on the byte trie before the class trie is built: it takes
-    #: 10-25 ms for 129k tokens and then saves about a third of each dense walk, so
-    #: it is built only when that pays off (or for :meth:`precompute`); building it
-    #: at the fifth mask put a 10-25 ms step into every generation
+    #: byte-trie nodes walked densely (by permissive states outside a lexical
+    #: region, such as a string with a maxLength), in whole tries, before the class
+    #: trie is built: it takes 10-25 ms for 129k tokens and then saves about a third
+    #: of each dense walk, so it is built only when that pays off (or for
+    #: :meth:`precompute`); building it at the fifth mask put a 10-25 ms step into
+    #: every generation
     CLASS_TRIE_AFTER = 32
 
     def _walk_structure(self):
-        if self._class_trie is None and self._dense_walks >= self.CLASS_TRIE_AFTER:
+        if self._class_trie is None and self._dense_nodes >= self.CLASS_TRIE_AFTER * self.vocab.num_nodes:
             self._class_trie = ClassTrie(self.vocab, self.dfa.byte_class)
             self._class_rel = _parent_relative(self._class_trie)
         if self._class_trie is not None:
@@ -221,16 +229,14 @@ class TokenIndex:
         seen_n: list = []  # live nodes (and their states) of the sparse levels
         seen_s: list = []
         dense = None  # state per node of the current depth when walking densely
-        went_dense = False
         for d in range(1, n_depths):
             a, b = int(ds[d]), int(ds[d + 1])
             if dense is None and len(nodes) * 4 > int(ds[d]) - int(ds[d - 1]):
-                if not went_dense:
-                    self._dense_walks += 1
-                    went_dense = True
                 dense = np.zeros(int(ds[d]) - int(ds[d - 1]), dtype=states.dtype)
                 dense[nodes - ds[d - 1]] = states
             if dense is not None:
+                if v is self.vocab:
+                    self._dense_nodes += b - a
                 ps = dense[parent_rel[a:b]]
                 cur = self._lookup(ps, node_cls[a:b])  # int32 states, no widening pass
                 if not run:
@@ -360,7 +366,7 @@ class TokenIndex:
         shared = _REGION_WALKS.setdefault(self.vocab, {})
         walk = shared.get(key, False)
         if walk is False:
-            walk = _RegionWalk.build(self.vocab, self.vocab.node_byte, self._byte_rel, by_byte)
+            walk = _RegionWalk.build(self.vocab, self.vocab.node_byte, by_byte)
             shared[key] = walk
             while len(shared) > _RegionWalk.PER_VOCABULARY:
                 del shared[next(iter(shared))]
@@ -520,7 +526,7 @@ class TokenIndex:
         Returns True when every state a token sequence can reach has its mask,
         so generation will not compute any more.
         """
-        self._dense_walks = max(self._dense_walks, self.CLASS_TRIE_AFTER)  # many walks ahead
+        self._dense_nodes = max(self._dense_nodes, self.CLASS_TRIE_AFTER * self.vocab.num_nodes)  # many walks ahead
         for i, _ in enumerate(self._reachable(self.successors)):
             if (max_states is not None and i >= max_states) or (
                     deadline is not None and time.monotonic() >= deadline):
