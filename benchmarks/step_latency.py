@@ -170,15 +170,15 @@ def _alarm(_sig, _frame):
     raise _Timeout()
 
 
-def corpus(n: int, seed: int, tok, max_tokens: int):
+def corpus(n: int, seed: int, tok, max_tokens: int, root: Path = CORPUS):
     """``n`` (name, schema, regex, document, token ids) from the corpus, round-robin."""
     import jsonschema
     from hf_constrained import SchemaError, schema_to_regex
     from hf_constrained.automaton import LazyDFA
 
-    files = {d: sorted((CORPUS / d).glob("*.json")) for d in DATASETS if (CORPUS / d).is_dir()}
+    files = {d: sorted((root / d).glob("*.json")) for d in DATASETS if (root / d).is_dir()}
     if not files:
-        raise SystemExit(f"no corpus at {CORPUS}")
+        raise SystemExit(f"no corpus at {root} (JSONSchemaBench's data/ folders; see --corpus)")
     out, stats = [], {"refused": 0, "no_document": 0, "tried": 0}
     pos = {d: 0 for d in files}
     signal.signal(signal.SIGALRM, _alarm)
@@ -401,6 +401,7 @@ def row(label, xs, pcts=(50, 90, 99, 100)):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--schemas", type=int, default=150)
+    ap.add_argument("--corpus", type=Path, default=CORPUS, help="folder with JSONSchemaBench datasets")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=600, help="skip documents longer than this")
     ap.add_argument("--repeats", type=int, default=3,
@@ -428,7 +429,7 @@ def main():
         except ImportError:
             print("llguidance not installed: skipped (pip install llguidance)")
     t0 = time.perf_counter()
-    docs, stats = corpus(args.schemas, args.seed, tok, args.max_tokens)
+    docs, stats = corpus(args.schemas, args.seed, tok, args.max_tokens, args.corpus)
     print(f"{len(docs)} schemas with a valid document ({stats}); "
           f"{sum(len(d[4]) for d in docs)} tokens; corpus built in {time.perf_counter() - t0:.0f} s",
           flush=True)

@@ -14,6 +14,7 @@ array([..token ids spelling only digits..])
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 
@@ -85,6 +86,7 @@ class ClassTrie:
 _BYTE_REL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: vocabulary -> {region table over bytes: _RegionWalk or None (not worth it)}
 _REGION_WALKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_REGION_LOCK = threading.Lock()
 
 
 class _RegionWalk:
@@ -363,13 +365,15 @@ class TokenIndex:
         # every processor: the walk of a JSON string body is done once per vocabulary.
         by_byte = table[:, self.dfa.byte_class]
         key = (by_byte.shape[0], by_byte.tobytes())
-        shared = _REGION_WALKS.setdefault(self.vocab, {})
-        walk = shared.get(key, False)
+        walk = _REGION_WALKS.get(self.vocab, {}).get(key, False)
         if walk is False:
-            walk = _RegionWalk.build(self.vocab, self.vocab.node_byte, by_byte)
-            shared[key] = walk
-            while len(shared) > _RegionWalk.PER_VOCABULARY:
-                del shared[next(iter(shared))]
+            with _REGION_LOCK:  # shared by every processor (and thread) of this vocabulary
+                shared = _REGION_WALKS.setdefault(self.vocab, {})
+                walk = shared.get(key, False)
+                if walk is False:
+                    walk = shared[key] = _RegionWalk.build(self.vocab, self.vocab.node_byte, by_byte)
+                    while len(shared) > _RegionWalk.PER_VOCABULARY:
+                        del shared[next(iter(shared))]
         if walk is None:
             return None
         v, node_cls = self.vocab, self.node_cls
