@@ -256,9 +256,11 @@ def _process_caches(vocab):
     """A function that puts hf_constrained's per-process caches (shared by all
     processors of a vocabulary) back to how they are now, so that every repeat
     of a schema starts from the same state (internal; a no-op if they move)."""
-    from hf_constrained import index
-
-    shared = getattr(index, "_REGION_WALKS", None)
+    try:
+        from hf_constrained import region
+    except ImportError:
+        return lambda: None
+    shared = getattr(region, "_REGION_WALKS", None)
     if shared is None:
         return lambda: None
     before = dict(shared.get(vocab, {}))

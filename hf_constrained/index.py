@@ -6,15 +6,23 @@ done once per state, level by level over the vocabulary's byte trie with numpy
 (work proportional to the live trie nodes, no Python loop over tokens), and
 the result is cached as a packed bitmask.
 
->>> dfa = LazyDFA.from_patterns([r"[0-9]+"])                  # doctest: +SKIP
->>> index = TokenIndex(dfa, vocab, eos_token_ids=[2])        # doctest: +SKIP
->>> index.allowed(dfa.starts[0])                             # doctest: +SKIP
-array([..token ids spelling only digits..])
+A state inside a JSON string is walked through its lexical region
+(:mod:`hf_constrained.region`): the tokens that stay in the string body are
+walked once per vocabulary, only those that leave it are walked per state.
+
+>>> from hf_constrained.vocabulary import Vocabulary
+>>> vocab = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"12", b"ab", None])
+>>> dfa = LazyDFA.from_patterns([r"[0-9]+"])
+>>> index = TokenIndex(dfa, vocab, eos_token_ids=[258])
+>>> index.allowed(dfa.starts[0]).tolist()             # the ten digits and "12"; no EOS yet
+[48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 256]
+>>> q = int(index.next_states([dfa.starts[0]], [256])[0])
+>>> index.allowed(q).tolist()[-2:]                    # a match: EOS may follow
+[256, 258]
 """
 
 from __future__ import annotations
 
-import threading
 import time
 import weakref
 
@@ -22,6 +30,7 @@ import numpy as np
 
 from .automaton import DEAD, LazyDFA
 from .errors import EmptyLanguageError, StateLimitError
+from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
 
 from .constraint import FINISHED  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
@@ -84,63 +93,6 @@ class ClassTrie:
 
 #: vocabulary -> :func:`_parent_relative` of its byte trie
 _BYTE_REL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-#: vocabulary -> {region table over bytes: _RegionWalk or None (not worth it)}
-_REGION_WALKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_REGION_LOCK = threading.Lock()
-
-
-class _RegionWalk:
-    """The trie walk inside one lexical region (see :meth:`TokenIndex._region`),
-    shared by every state whose region has the same local table.
-
-    ``ids``/``end``: the tokens whose bytes never leave the region, and the region
-    state each ends in; ``exit_nodes``/``exit_from``: the trie nodes where a path
-    leaves it (ascending), and the region state just before.
-    """
-
-    #: below this share of the vocabulary inside the region, the plain walk is cheaper
-    MIN_SHARE = 0.25
-    #: region walks kept per vocabulary (about 1 MB each for 129k tokens), oldest dropped first
-    PER_VOCABULARY = 32
-
-    @classmethod
-    def build(cls, v, node_byte, table: np.ndarray):
-        """Walk the byte trie ``v`` inside the region whose local transitions over
-        bytes are ``table`` (region index, -1 = leaves the region)."""
-        k = table.shape[0]
-        # "outside" is an absorbing extra state, so each level is two gathers
-        flat = np.full((k + 1, 256), k, dtype=np.int32)
-        flat[:k] = np.where(table >= 0, table, k)
-        flat = flat.ravel()
-        ds = v.depth_start
-        local = np.full(v.num_nodes, k, dtype=np.int32)
-        local[0] = 0
-        parent = v.node_parent
-        for d in range(1, len(ds) - 1):
-            a, b = int(ds[d]), int(ds[d + 1])
-            cur = flat[local[parent[a:b]] * 256 + node_byte[a:b]]
-            local[a:b] = cur
-            if not (cur < k).any():
-                break
-        exits = np.flatnonzero(local[1:] == k) + 1
-        exit_from = local[parent[exits]]
-        inside = exit_from < k
-        exit_nodes, exit_from = exits[inside], exit_from[inside]
-        local[local == k] = -1
-        end = local[v.term_node]
-        keep = end >= 0
-        if np.count_nonzero(keep) < cls.MIN_SHARE * len(keep):
-            return None
-        self = cls()
-        self.ids = v.term_ids[keep].astype(np.int32)
-        self.end = end[keep]
-        self.end_set = np.unique(self.end)
-        self.packed: dict = {}  # mask width -> packed bits of ``ids``
-        self.exit_nodes = exit_nodes
-        self.exit_from = exit_from.astype(np.int64)
-        return self
-
-
 class TokenIndex:
     """Lazily computed per-state token masks and token-level transitions."""
 
@@ -294,52 +246,10 @@ class TokenIndex:
     #: bounds of the region search: transitions deep, states
     REGION_DEPTH, REGION_STATES = 3, 48
 
-    def _row(self, s: int) -> np.ndarray:
-        if not self.dfa.expanded[s]:
-            self.dfa.expand(s)
-        return self.dfa.table[s]
-
     def _region(self, q: int):
-        """The lexical region of ``q``: the states near ``q`` (``REGION_DEPTH``
-        transitions) from which ``q`` can be reached again, in a canonical order
-        (breadth-first, targets by first class), and their transitions as a local
-        table (region index, or -1 for "leaves the region"). Inside a JSON string
-        that is the body state, its UTF-8 continuation states and the escape
-        state; every string of the schema has the same local table, so the trie
-        walk inside the region (most of the vocabulary) is shared by all of them.
-        Returns ``(states, local table)`` or None for a state without one.
-        """
-        row = self._row(q)
-        if np.count_nonzero(row[self.dfa.byte_class] == q) < self.REGION_MIN_LOOPS:
-            return None
-        order, at, frontier = [q], {q: 0}, [q]
-        for _ in range(self.REGION_DEPTH):
-            nxt = []
-            for s in frontier:
-                vals, first = np.unique(self._row(s), return_index=True)
-                for t in vals[np.argsort(first, kind="stable")].tolist():
-                    if t != DEAD and t not in at and len(order) < self.REGION_STATES:
-                        at[t] = len(order)
-                        order.append(t)
-                        nxt.append(t)
-            frontier = nxt
-        cand = np.array(order, dtype=np.int64)
-        rows = self.dfa.table[cand]  # unexpanded candidates hold -1: never in the region
-        lut = np.full(self.dfa.num_states, -1, dtype=np.int64)
-        lut[cand] = np.arange(len(cand))
-        local = np.where(rows > 0, lut[np.maximum(rows, 0)], -1)
-        inside = np.zeros(len(cand), dtype=bool)
-        inside[0] = True
-        while True:  # states that reach q inside the candidates
-            grown = inside | ((local >= 0) & inside[np.maximum(local, 0)]).any(1)
-            if (grown == inside).all():
-                break
-            inside = grown
-        keep = np.flatnonzero(inside)
-        renum = np.full(len(cand), -1, dtype=np.int64)
-        renum[keep] = np.arange(len(keep))
-        table = np.where(local >= 0, renum[np.maximum(local, 0)], -1)[keep].astype(np.int16)
-        return cand[keep], table
+        """``(states, local table)`` of the lexical region of ``q``, or None
+        (see :func:`hf_constrained.region.find_region`)."""
+        return find_region(self.dfa, q, self.REGION_MIN_LOOPS, self.REGION_DEPTH, self.REGION_STATES)
 
     def _walk_region(self, q: int):
         """:meth:`_walk_all` for a state with a lexical region, or None without one.
@@ -364,16 +274,7 @@ class TokenIndex:
         # Over bytes, not this automaton's classes, the local table means the same in
         # every processor: the walk of a JSON string body is done once per vocabulary.
         by_byte = table[:, self.dfa.byte_class]
-        key = (by_byte.shape[0], by_byte.tobytes())
-        walk = _REGION_WALKS.get(self.vocab, {}).get(key, False)
-        if walk is False:
-            with _REGION_LOCK:  # shared by every processor (and thread) of this vocabulary
-                shared = _REGION_WALKS.setdefault(self.vocab, {})
-                walk = shared.get(key, False)
-                if walk is False:
-                    walk = shared[key] = _RegionWalk.build(self.vocab, self.vocab.node_byte, by_byte)
-                    while len(shared) > _RegionWalk.PER_VOCABULARY:
-                        del shared[next(iter(shared))]
+        walk = RegionWalk.shared(self.vocab, by_byte)
         if walk is None:
             return None
         v, node_cls = self.vocab, self.node_cls

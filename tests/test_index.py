@@ -254,7 +254,7 @@ def test_region_walk_equals_plain_walk(tok_name, request):
     # States inside a string body are walked through their lexical region (a
     # shared walk of the tokens that stay in the body plus a sparse walk of the
     # ones that leave it): exactly the pairs, masks and successors of the plain walk.
-    from hf_constrained import index as index_module
+    from hf_constrained import region as index_module
     tok = request.getfixturevalue(tok_name)
     vocab = Vocabulary.from_tokenizer(tok)
     used = 0
@@ -280,7 +280,7 @@ def test_region_walk_equals_plain_walk(tok_name, request):
 
 def test_region_walks_are_shared_between_processors(deepseek):
     """Two schemas' string bodies share one region walk (keyed over bytes, not classes)."""
-    from hf_constrained import index as index_module
+    from hf_constrained import region as index_module
     from hf_constrained import JSONProcessor
     vocab = Vocabulary.from_tokenizer(deepseek)
     index_module._REGION_WALKS.pop(vocab, None)
@@ -318,3 +318,12 @@ def test_one_row_next_states_equals_batch(deepseek):
         one = np.array([index.next_states(states[i:i + 1], tokens[i:i + 1])[0] for i in range(len(states))])
         assert np.array_equal(batch, one)
         assert (batch > 0).sum() >= 5
+
+
+def test_module_doctests():
+    import doctest
+    from hf_constrained import index as index_module
+    from hf_constrained import region as region_module
+    for mod in (index_module, region_module):
+        result = doctest.testmod(mod)
+        assert result.failed == 0 and result.attempted >= 4, mod.__name__
