@@ -327,3 +327,15 @@ def test_module_doctests():
     for mod in (index_module, region_module):
         result = doctest.testmod(mod)
         assert result.failed == 0 and result.attempted >= 4, mod.__name__
+
+
+def test_class_trie_is_built_only_when_it_pays(deepseek):
+    """A few permissive first visits stay on the byte trie (building the class trie
+    takes longer than they do); precompute(), which walks every state, builds it."""
+    proc = RegexProcessor(r'"[^"]{0,30}"', deepseek)  # a counted string: no lexical region
+    index, dfa = proc.index, proc.dfa
+    q = dfa.walk(dfa.starts[0], b'"ab')
+    assert index._region(q) is None and len(index.allowed(q)) > 100_000  # dense walk
+    assert index._class_trie is None
+    index.precompute(max_states=3)
+    assert index._class_trie is not None
