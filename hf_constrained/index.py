@@ -6,21 +6,32 @@ done once per state, level by level over the vocabulary's byte trie with numpy
 (work proportional to the live trie nodes, no Python loop over tokens), and
 the result is cached as a packed bitmask.
 
->>> dfa = LazyDFA.from_patterns([r"[0-9]+"])                  # doctest: +SKIP
->>> index = TokenIndex(dfa, vocab, eos_token_ids=[2])        # doctest: +SKIP
->>> index.allowed(dfa.starts[0])                             # doctest: +SKIP
-array([..token ids spelling only digits..])
+A state inside a JSON string is walked through its lexical region
+(:mod:`hf_constrained.region`): the tokens that stay in the string body are
+walked once per vocabulary, only those that leave it are walked per state.
+
+>>> from hf_constrained.vocabulary import Vocabulary
+>>> vocab = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"12", b"ab", None])
+>>> dfa = LazyDFA.from_patterns([r"[0-9]+"])
+>>> index = TokenIndex(dfa, vocab, eos_token_ids=[258])
+>>> index.allowed(dfa.starts[0]).tolist()             # the ten digits and "12"; no EOS yet
+[48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 256]
+>>> q = int(index.next_states([dfa.starts[0]], [256])[0])
+>>> index.allowed(q).tolist()[-2:]                    # a match: EOS may follow
+[256, 258]
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 
 import numpy as np
 
 from .automaton import DEAD, LazyDFA
 from .errors import EmptyLanguageError, StateLimitError
+from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
 
 from .constraint import FINISHED  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
@@ -59,7 +70,15 @@ class ClassTrie:
         for d in range(1, len(ds) - 1):
             a, b = int(ds[d]), int(ds[d + 1])
             key = qnode[vocab.node_parent[a:b]] * n_classes + node_cls[a:b]
-            uniq, inv = np.unique(key, return_inverse=True)
+            if (key[1:] >= key[:-1]).all():
+                # Byte classes are byte ranges and siblings are sorted by byte, so the
+                # keys come sorted: the distinct ones are the starts of runs (no sort).
+                first = np.empty(len(key), dtype=bool)
+                first[0] = True
+                np.not_equal(key[1:], key[:-1], out=first[1:])
+                uniq, inv = key[first], np.cumsum(first) - 1
+            else:
+                uniq, inv = np.unique(key, return_inverse=True)
             qnode[a:b] = next_id + inv
             parents.append(uniq // n_classes)
             classes.append(uniq % n_classes)
@@ -73,6 +92,8 @@ class ClassTrie:
         link_trie(self, par, vocab.term_ids, qnode[vocab.term_node])
 
 
+#: vocabulary -> :func:`_parent_relative` of its byte trie
+_BYTE_REL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 class TokenIndex:
     """Lazily computed per-state token masks and token-level transitions."""
 
@@ -88,12 +109,16 @@ class TokenIndex:
         self.lock = threading.RLock()
         self.node_cls = dfa.byte_class[vocab.node_byte]
         self._class_trie: ClassTrie | None = None
-        self._byte_rel = _parent_relative(vocab)
+        self._dense_nodes = 0  # byte-trie nodes walked densely so far (see CLASS_TRIE_AFTER)
+        self._byte_rel = _BYTE_REL.get(vocab)
+        if self._byte_rel is None:  # per vocabulary, not per processor (part of the first mask)
+            self._byte_rel = _BYTE_REL[vocab] = _parent_relative(vocab)
         self._bits: dict[int, np.ndarray] = {}  # state -> packed allowed-token bits
         self._succ: dict[int, np.ndarray] = {}  # state -> states its allowed tokens lead to
         self._live: np.ndarray | None = None  # token-level liveness (partial vocabularies)
         self._is_eos = np.zeros(max(vocab.size, int(self.eos_ids.max()) + 1), dtype=bool)
         self._is_eos[self.eos_ids] = True
+        self._byte_class = dfa.byte_class.tolist()
         if not vocab.full_byte_coverage:
             self._compute_token_liveness()
 
@@ -107,12 +132,16 @@ class TokenIndex:
             cur = self.dfa.table[states, classes]
         return cur
 
-    #: masks computed with the byte trie before the class trie (26 ms to build
-    #: for 129k tokens, then each walk about halves) is worth building
-    CLASS_TRIE_AFTER = 4
+    #: byte-trie nodes walked densely (by permissive states outside a lexical
+    #: region, such as a string with a maxLength), in whole tries, before the class
+    #: trie is built: it takes 10-25 ms for 129k tokens and then saves about a third
+    #: of each dense walk, so it is built only when that pays off (or for
+    #: :meth:`precompute`); building it at the fifth mask put a 10-25 ms step into
+    #: every generation
+    CLASS_TRIE_AFTER = 32
 
     def _walk_structure(self):
-        if self._class_trie is None and len(self._bits) >= self.CLASS_TRIE_AFTER:
+        if self._class_trie is None and self._dense_nodes >= self.CLASS_TRIE_AFTER * self.vocab.num_nodes:
             self._class_trie = ClassTrie(self.vocab, self.dfa.byte_class)
             self._class_rel = _parent_relative(self._class_trie)
         if self._class_trie is not None:
@@ -120,6 +149,12 @@ class TokenIndex:
         return self.vocab, self.node_cls, self._byte_rel
 
     def _walk_trie(self, q: int):
+        """All (token id, next state) pairs with a live next state from ``q``
+        (through the state's lexical region when it has one, see :meth:`_region`)."""
+        got = self._walk_region(q)
+        return got if got is not None else self._walk_all(q)
+
+    def _walk_all(self, q: int):
         """All (token id, next state) pairs with a live next state from ``q``.
 
         Level by level over the trie. A level is walked *sparsely* (only the
@@ -144,19 +179,23 @@ class TokenIndex:
                     st = cur[v.term_node[t0:t1] - a0]
                     keep = st != dead
                     out_ids.append(v.term_ids[t0:t1][keep])
-                    out_states.append(st[keep].astype(np.int64))
+                    out_states.append(st[keep])
                 run.clear()
 
         # level 0: the root, sparse
         nodes = np.zeros(1, dtype=np.int64)
-        states = np.array([q], dtype=np.int64)
+        states = np.array([q], dtype=self.dfa.table.dtype)
+        seen_n: list = []  # live nodes (and their states) of the sparse levels
+        seen_s: list = []
         dense = None  # state per node of the current depth when walking densely
         for d in range(1, n_depths):
             a, b = int(ds[d]), int(ds[d + 1])
             if dense is None and len(nodes) * 4 > int(ds[d]) - int(ds[d - 1]):
-                dense = np.zeros(int(ds[d]) - int(ds[d - 1]), dtype=np.int64)
+                dense = np.zeros(int(ds[d]) - int(ds[d - 1]), dtype=states.dtype)
                 dense[nodes - ds[d - 1]] = states
             if dense is not None:
+                if v is self.vocab:
+                    self._dense_nodes += b - a
                 ps = dense[parent_rel[a:b]]
                 cur = self._lookup(ps, node_cls[a:b])  # int32 states, no widening pass
                 if not run:
@@ -168,31 +207,115 @@ class TokenIndex:
                 if n_live * 8 < b - a:  # back to sparse
                     harvest()
                     live = np.flatnonzero(cur)
-                    nodes, states, dense = live + a, cur[live].astype(np.int64), None
+                    nodes, states, dense = live + a, cur[live], None
                 else:
                     dense = cur
                 continue
-            cs = v.child_start[nodes]
-            counts = v.child_end[nodes] - cs
-            if not counts.any():
-                break
-            child = _spans(cs, counts)
-            nxt = self._lookup(np.repeat(states, counts), node_cls[child]).astype(np.int64)
-            keep = nxt != dead
-            nodes, states = child[keep], nxt[keep]
+            nodes, states = self._children(v, node_cls, nodes, states)
             if len(nodes) == 0:
                 break
-            ts, te = v.term_start[nodes], v.term_end[nodes]
-            tcount = te - ts
-            if tcount.any():
-                has = tcount > 0
-                ts, tcount = ts[has], tcount[has]
-                out_ids.append(v.term_ids[_spans(ts, tcount)])
-                out_states.append(np.repeat(states[has], tcount))
+            seen_n.append(nodes)
+            seen_s.append(states)
         harvest()
+        if seen_n:  # the tokens of all sparse levels, read at once
+            ids, states = self._tokens_at(v, seen_n, seen_s)
+            out_ids.append(ids)
+            out_states.append(states)
         if not out_ids:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(out_ids), np.concatenate(out_states)
+        return np.concatenate(out_ids), np.concatenate(out_states).astype(np.int64)
+
+    def _children(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
+        """The live children of trie ``nodes`` (in ``states``) and their states."""
+        cs = v.child_start[nodes]
+        counts = v.child_end[nodes] - cs
+        child = _spans(cs, counts)
+        nxt = self._lookup(np.repeat(states, counts), node_cls[child])
+        keep = np.flatnonzero(nxt)  # DEAD is 0
+        return child[keep], nxt[keep]
+
+    @staticmethod
+    def _tokens_at(v, nodes: list, states: list):
+        """(token ids, states) of the tokens ending at the (node lists, state lists)."""
+        nodes = np.concatenate(nodes) if len(nodes) > 1 else nodes[0]
+        states = np.concatenate(states) if len(states) > 1 else states[0]
+        ts = v.term_start[nodes]
+        tcount = v.term_end[nodes] - ts
+        has = np.flatnonzero(tcount)
+        return v.term_ids[_spans(ts[has], tcount[has])], np.repeat(states[has], tcount[has])
+
+    # -- lexical regions ------------------------------------------------------
+    #: a state with at least this many bytes looping back to itself (a string
+    #: body, free text) is walked through its lexical region
+    REGION_MIN_LOOPS = 16
+    #: bounds of the region search: transitions deep, states
+    REGION_DEPTH, REGION_STATES = 3, 48
+
+    def _region(self, q: int):
+        """``(states, local table)`` of the lexical region of ``q``, or None
+        (see :func:`hf_constrained.region.find_region`)."""
+        return find_region(self.dfa, q, self.REGION_MIN_LOOPS, self.REGION_DEPTH, self.REGION_STATES)
+
+    def _walk_region(self, q: int):
+        """:meth:`_walk_all` for a state with a lexical region, or None without one.
+
+        Tokens that stay inside the region come from the region's shared walk
+        (their next state is the region state they end in); tokens that leave it
+        are walked from where they leave, sparsely.
+        """
+        parts = self._region_parts(q)
+        if parts is None:
+            return None
+        walk, states, more_ids, more_states = parts
+        return np.concatenate([walk.ids, more_ids]), np.concatenate([states[walk.end], more_states])
+
+    def _region_parts(self, q: int):
+        """``(shared region walk, region states, ids, next states of the tokens that
+        leave the region)`` for ``q``, or None when ``q`` has no (useful) region."""
+        region = self._region(q)
+        if region is None:
+            return None
+        states, table = region
+        # Over bytes, not this automaton's classes, the local table means the same in
+        # every processor: the walk of a JSON string body is done once per vocabulary.
+        by_byte = table[:, self.dfa.byte_class]
+        walk = RegionWalk.shared(self.vocab, by_byte)
+        if walk is None:
+            return None
+        v, node_cls = self.vocab, self.node_cls
+        exit_states = self.dfa.table[states[walk.exit_from], node_cls[walk.exit_nodes]].astype(np.int64)
+        live = exit_states != DEAD
+        more_ids, more_states = self._walk_from(v, node_cls, walk.exit_nodes[live], exit_states[live])
+        return walk, states, more_ids, more_states
+
+    def _walk_from(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
+        """(token id, next state) pairs at and below trie ``nodes`` (ascending, any
+        depths) reached in ``states``: a sparse walk, level by level."""
+        ds = v.depth_start
+        depth = np.searchsorted(ds, nodes, side="right") - 1
+        seen_n, seen_s = [], []
+        cur_n, cur_s = nodes[:0], states[:0]
+        i, n = 0, len(nodes)
+        d = int(depth[0]) if n else len(ds)
+        while d < len(ds) - 1:
+            j = i + int(np.searchsorted(depth[i:], d, side="right"))
+            if j > i:  # walks that start at this depth
+                cur_n = np.concatenate([cur_n, nodes[i:j]])
+                cur_s = np.concatenate([cur_s, states[i:j]])
+                i = j
+            if len(cur_n):
+                seen_n.append(cur_n)
+                seen_s.append(cur_s)
+                cur_n, cur_s = self._children(v, node_cls, cur_n, cur_s)
+                d += 1
+            elif i < n:
+                d = int(depth[i])
+            else:
+                break
+        if not seen_n:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        ids, st = self._tokens_at(v, seen_n, seen_s)
+        return ids, st.astype(np.int64)
 
     def _reachable(self, successors):
         """Live states reachable from the start states, breadth-first, each
@@ -239,25 +362,47 @@ class TokenIndex:
         got = self._bits.get(q)
         if got is not None:
             return got
-        hit = np.zeros(self._bits_width(), dtype=bool)
+        packed, succ = self._compute_mask(q)  # the one place where masks are created
+        if succ is not None:
+            self._succ[q] = succ
+        self._bits[q] = packed
+        return packed
+
+    def _compute_mask(self, q: int):
+        """``(packed allowed bits, distinct successor states or None)`` of state ``q``."""
+        width = self._bits_width()
+        hit = np.zeros(width, dtype=bool)
         if q == DEAD or q == FINISHED:
             hit[self.eos_ids] = True
             if self.pad_token_id is not None and q == FINISHED:
                 hit[self.pad_token_id] = True
+            return np.packbits(hit, bitorder="little"), None
+        parts = self._region_parts(q) if self._live is None else None
+        if parts is not None:  # the region's tokens are shared, packed once
+            walk, states, ids, nxt = parts
+            nxt = np.concatenate([states[walk.end_set], nxt])
+            base = walk.packed.get(width)
+            if base is None:
+                region_hit = np.zeros(width, dtype=bool)
+                region_hit[walk.ids] = True
+                base = walk.packed[width] = np.packbits(region_hit, bitorder="little")
         else:
-            ids, nxt = self._walk_trie(q)
+            base = None
+            ids, nxt = self._walk_all(q) if self._live is None else self._walk_trie(q)
             if self._live is not None:  # covers every reachable state (explored eagerly)
                 keep = self._live[nxt]
                 ids, nxt = ids[keep], nxt[keep]
-            self._succ[q] = np.unique(nxt)
-            hit[ids] = True
-            if self.dfa.accepting[q]:
-                hit[self.eos_ids] = True
-            if not hit.any():  # cannot happen for live states; guard against silent NaNs
-                raise StateLimitError(f"internal error: state {q} allows no token")
+        seen = np.zeros(self.dfa.num_states, dtype=bool)
+        seen[nxt] = True
+        hit[ids] = True
+        if self.dfa.accepting[q]:
+            hit[self.eos_ids] = True
         packed = np.packbits(hit, bitorder="little")
-        self._bits[q] = packed
-        return packed
+        if base is not None:
+            packed |= base
+        if not packed.any():  # cannot happen for live states; guard against silent NaNs
+            raise StateLimitError(f"internal error: state {q} allows no token")
+        return packed, np.flatnonzero(seen)
 
     def allowed(self, q: int) -> np.ndarray:
         """Sorted token ids allowed after reaching state ``q`` (EOS included iff accepting)."""
@@ -291,6 +436,7 @@ class TokenIndex:
         Returns True when every state a token sequence can reach has its mask,
         so generation will not compute any more.
         """
+        self._dense_nodes = max(self._dense_nodes, self.CLASS_TRIE_AFTER * self.vocab.num_nodes)  # many walks ahead
         for i, _ in enumerate(self._reachable(self.successors)):
             if (max_states is not None and i >= max_states) or (
                     deadline is not None and time.monotonic() >= deadline):
@@ -335,6 +481,8 @@ class TokenIndex:
         """Vectorised token-level transition for many rows at once."""
         states = np.asarray(states, dtype=np.int64)
         tokens = np.asarray(tokens, dtype=np.int64)
+        if len(states) == 1:  # one row (the most common call): scalar walk, no array passes
+            return np.array([self._next_one(int(states[0]), int(tokens[0]))], dtype=np.int64)
         v = self.vocab
         out = np.full(len(states), DEAD, dtype=np.int64)
         in_vocab = (tokens >= 0) & (tokens < v.size)
@@ -365,3 +513,27 @@ class TokenIndex:
             cur[lens == 0] = DEAD
             out[rows] = cur
         return out
+
+    def _next_one(self, s: int, t: int) -> int:
+        """:meth:`next_states` of one row, on Python ints (same rules)."""
+        if s == FINISHED:
+            return FINISHED
+        if s <= 0:
+            return DEAD
+        if 0 <= t < len(self._is_eos) and self._is_eos[t]:
+            return FINISHED if self.dfa.accepting[s] else DEAD
+        v = self.vocab
+        if not 0 <= t < v.size or v.tok_len[t] == 0:
+            return DEAD
+        off = int(v.tok_off[t])
+        byte_class, table = self._byte_class, self.dfa.table
+        for b in v.flat[off: off + int(v.tok_len[t])].tobytes():
+            nxt = table.item(s, byte_class[b])
+            if nxt < 0:  # row not computed yet
+                self.dfa.expand(s)
+                table = self.dfa.table
+                nxt = table.item(s, byte_class[b])
+            if nxt == DEAD:
+                return DEAD
+            s = nxt
+        return s

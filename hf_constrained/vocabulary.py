@@ -211,9 +211,12 @@ def link_trie(trie, parent: np.ndarray, token_ids: np.ndarray, node_of: np.ndarr
     counts = np.bincount(parent[1:], minlength=n)
     trie.child_end = np.cumsum(counts) + 1
     trie.child_start = trie.child_end - counts
-    order = np.argsort(node_of, kind="stable")
-    trie.term_ids = token_ids[order]
-    trie.term_node = node_of[order]
+    if (node_of[1:] >= node_of[:-1]).all():  # already by node (the class trie's case)
+        trie.term_ids, trie.term_node = token_ids, node_of
+    else:
+        order = np.argsort(node_of, kind="stable")
+        trie.term_ids = token_ids[order]
+        trie.term_node = node_of[order]
     tcounts = np.bincount(node_of, minlength=n)
     trie.term_end = np.cumsum(tcounts)
     trie.term_start = trie.term_end - tcounts

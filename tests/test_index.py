@@ -239,3 +239,103 @@ def test_class_trie_walk_equals_byte_trie_walk(tok_name, request):
             assert np.array_equal(by_bytes.bits(q), by_class.bits(q))
         assert by_class._class_trie is not None and by_bytes._class_trie is None
         assert by_class._class_trie.num_nodes < vocab.num_nodes
+
+
+REGION_PATTERNS = [
+    # JSON object with free strings (body, UTF-8 continuations, escapes) and a bounded one
+    r'\{"name":"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*","tag":"[a-z]{0,6}",'
+    r'"note":"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"\}',
+    r"[^\n]{0,40}\n[a-zé ]*!",   # free text, then a second region with a multi-byte letter
+]
+
+
+@pytest.mark.parametrize("tok_name", ["deepseek", "mistral"])
+def test_region_walk_equals_plain_walk(tok_name, request):
+    # States inside a string body are walked through their lexical region (a
+    # shared walk of the tokens that stay in the body plus a sparse walk of the
+    # ones that leave it): exactly the pairs, masks and successors of the plain walk.
+    from hf_constrained import region as index_module
+    tok = request.getfixturevalue(tok_name)
+    vocab = Vocabulary.from_tokenizer(tok)
+    used = 0
+    for pattern in REGION_PATTERNS:
+        dfa = LazyDFA.from_patterns([pattern], strip_leading_space=vocab.strip_leading_space)
+        dfa.explore(400)
+        plain = TokenIndex(dfa, vocab, [tok.eos_token_id])
+        plain.REGION_MIN_LOOPS = 10**9
+        by_region = TokenIndex(dfa, vocab, [tok.eos_token_id])
+        for q in range(1, min(dfa.num_states, 400)):
+            got = by_region._walk_region(q)
+            ids_p, nxt_p = plain._walk_trie(q)
+            if got is not None:
+                used += 1
+                ids_r, nxt_r = got
+                o_r, o_p = np.lexsort((nxt_r, ids_r)), np.lexsort((nxt_p, ids_p))
+                assert np.array_equal(ids_r[o_r], ids_p[o_p]) and np.array_equal(nxt_r[o_r], nxt_p[o_p]), q
+            assert np.array_equal(by_region.bits(q), plain.bits(q)), q
+            assert np.array_equal(by_region.successors(q), plain.successors(q)), q
+    assert used >= 3  # the three body states did go through their regions
+    assert len(index_module._REGION_WALKS[vocab]) >= 2
+
+
+def test_region_walks_are_shared_between_processors(deepseek):
+    """Two schemas' string bodies share one region walk (keyed over bytes, not classes)."""
+    from hf_constrained import region as index_module
+    from hf_constrained import JSONProcessor
+    vocab = Vocabulary.from_tokenizer(deepseek)
+    index_module._REGION_WALKS.pop(vocab, None)
+    walks = []
+    for schema in ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                   {"type": "array", "items": {"type": "string"}, "minItems": 1}):
+        proc = JSONProcessor(schema, deepseek)
+        q = proc.dfa.walk(proc.dfa.starts[0], b'{"a":"' if "properties" in schema else b'["')
+        assert proc.index._region_parts(q) is not None
+        walks.append(dict(index_module._REGION_WALKS[vocab]))
+        text = '{"a":"héllo \\"x\\""}' if "properties" in schema else '["héllo \\"x\\""]'
+        ids = deepseek.encode(text, add_special_tokens=False)
+        feed(proc, ids, len(deepseek), deepseek.eos_token_id)  # the real encoding is never masked
+    assert walks[0].keys() <= walks[1].keys() and len(walks[1]) == len(walks[0])
+
+
+def test_one_row_next_states_equals_batch(deepseek):
+    """The scalar one-row path of next_states follows the vectorised rules exactly
+    (EOS, finished and dead rows, out-of-vocabulary ids, tokens with no bytes)."""
+    proc = RegexProcessor(PATTERNS[2], deepseek)
+    index, dfa = proc.index, proc.dfa
+    text = '{"name": "Ada", "age": 42}'
+    seen = [dfa.walk(dfa.starts[0], text[:i].encode()) for i in range(len(text) + 1)]
+    rng = np.random.default_rng(0)
+    states = np.array(seen + [DEAD, -1] * 4, dtype=np.int64)
+    special = [deepseek.eos_token_id, -5, len(deepseek) + 3, int(np.flatnonzero(index.vocab.tok_len == 0)[0])]
+    for _ in range(40):
+        tokens = rng.integers(0, len(deepseek), len(states))
+        tokens[rng.random(len(states)) < 0.2] = rng.choice(special)
+        allowed = [index.allowed(int(s)) if s > 0 else [] for s in states]
+        for i, a in enumerate(allowed):  # mostly allowed tokens, so that rows stay alive
+            if len(a) and rng.random() < 0.6:
+                tokens[i] = rng.choice(a)
+        batch = index.next_states(states, tokens)
+        one = np.array([index.next_states(states[i:i + 1], tokens[i:i + 1])[0] for i in range(len(states))])
+        assert np.array_equal(batch, one)
+        assert (batch > 0).sum() >= 5
+
+
+def test_module_doctests():
+    import doctest
+    from hf_constrained import index as index_module
+    from hf_constrained import region as region_module
+    for mod in (index_module, region_module):
+        result = doctest.testmod(mod)
+        assert result.failed == 0 and result.attempted >= 4, mod.__name__
+
+
+def test_class_trie_is_built_only_when_it_pays(deepseek):
+    """A few permissive first visits stay on the byte trie (building the class trie
+    takes longer than they do); precompute(), which walks every state, builds it."""
+    proc = RegexProcessor(r'"[^"]{0,30}"', deepseek)  # a counted string: no lexical region
+    index, dfa = proc.index, proc.dfa
+    q = dfa.walk(dfa.starts[0], b'"ab')
+    assert index._region(q) is None and len(index.allowed(q)) > 100_000  # dense walk
+    assert index._class_trie is None
+    index.precompute(max_states=3)
+    assert index._class_trie is not None

@@ -1,0 +1,154 @@
+"""Lexical regions: the part of a token mask that many automaton states share.
+
+Inside a JSON string the automaton loops on one *body* state, leaves it for a
+few bytes (a UTF-8 continuation, an escape) and comes back. Almost every token
+(126k of DeepSeek's 129k) stays inside that little group of states, which is
+the same for every string of every schema. Walking the vocabulary's trie for
+each such state is the slowest part of a first visit; instead the walk inside
+the region is done once per vocabulary (:class:`RegionWalk`) and each state
+only walks the few tokens that leave the region (:mod:`hf_constrained.index`).
+
+:func:`find_region` finds a state's region; its local table, written over bytes,
+is the key of the shared walk:
+
+>>> import numpy as np
+>>> from hf_constrained.automaton import LazyDFA
+>>> dfa = LazyDFA.from_patterns([r'"[^"\\\\]*"'])
+>>> body = dfa.walk(dfa.starts[0], b'"')
+>>> states, table = find_region(dfa, body)
+>>> int(states[0]) == body, table.shape[0]  # the body, then its UTF-8 continuation states
+(True, 10)
+>>> int(table[0, dfa.byte_class[ord("a")]]), int(table[0, dfa.byte_class[ord('"')]])
+(0, -1)
+>>> find_region(dfa, dfa.starts[0]) is None  # the opening quote: no loop
+True
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+from .constraint import DEAD
+
+#: vocabulary -> {region table over bytes: RegionWalk, or None (not worth it)}
+_REGION_WALKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_REGION_LOCK = threading.Lock()
+
+
+def _row(dfa, s: int) -> np.ndarray:
+    if not dfa.expanded[s]:
+        dfa.expand(s)
+    return dfa.table[s]
+
+
+def find_region(dfa, q: int, min_loops: int = 16, depth: int = 3, max_states: int = 48):
+    """The lexical region of state ``q``, or None when ``q`` has none.
+
+    A state with at least ``min_loops`` bytes looping back to itself has one:
+    the states within ``depth`` transitions of ``q`` (at most ``max_states``
+    looked at) from which ``q`` can be reached again. Returns ``(states, table)``:
+    the region's states in a canonical order (``q`` first, then breadth-first,
+    targets by first byte class) and their transitions as a local ``int16``
+    table over byte classes (region index, or -1 for "leaves the region").
+    """
+    row = _row(dfa, q)
+    if np.count_nonzero(row[dfa.byte_class] == q) < min_loops:
+        return None
+    order, at, frontier = [q], {q: 0}, [q]
+    for _ in range(depth):
+        nxt = []
+        for s in frontier:
+            vals, first = np.unique(_row(dfa, s), return_index=True)
+            for t in vals[np.argsort(first, kind="stable")].tolist():
+                if t != DEAD and t not in at and len(order) < max_states:
+                    at[t] = len(order)
+                    order.append(t)
+                    nxt.append(t)
+        frontier = nxt
+    cand = np.array(order, dtype=np.int64)
+    rows = dfa.table[cand]  # unexpanded candidates hold -1: never in the region
+    lut = np.full(dfa.num_states, -1, dtype=np.int64)
+    lut[cand] = np.arange(len(cand))
+    local = np.where(rows > 0, lut[np.maximum(rows, 0)], -1)
+    inside = np.zeros(len(cand), dtype=bool)
+    inside[0] = True
+    while True:  # the candidates that reach q through candidates
+        grown = inside | ((local >= 0) & inside[np.maximum(local, 0)]).any(1)
+        if (grown == inside).all():
+            break
+        inside = grown
+    keep = np.flatnonzero(inside)
+    renum = np.full(len(cand), -1, dtype=np.int64)
+    renum[keep] = np.arange(len(keep))
+    table = np.where(local >= 0, renum[np.maximum(local, 0)], -1)[keep].astype(np.int16)
+    return cand[keep], table
+
+
+class RegionWalk:
+    """The trie walk inside one lexical region, shared by every state (of any
+    processor on the same vocabulary) whose region has the same table over bytes.
+
+    ``ids``/``end``: the tokens whose bytes never leave the region, and the region
+    state each ends in (``end_set``: the distinct ones); ``exit_nodes``/``exit_from``:
+    the byte-trie nodes where a path leaves it (ascending), and the region state
+    just before; ``packed``: width -> packed bits of ``ids``.
+    """
+
+    #: below this share of the vocabulary inside the region, the plain walk is cheaper
+    MIN_SHARE = 0.25
+    #: region walks kept per vocabulary (about 1 MB each for 129k tokens), oldest dropped first
+    PER_VOCABULARY = 32
+
+    @classmethod
+    def shared(cls, vocab, by_byte: np.ndarray):
+        """The walk of the region with local table ``by_byte`` (over bytes) on
+        ``vocab``'s trie, built on first use; None when it is not worth it."""
+        key = (by_byte.shape[0], by_byte.tobytes())
+        walk = _REGION_WALKS.get(vocab, {}).get(key, False)
+        if walk is False:
+            with _REGION_LOCK:  # shared by every processor (and thread) of this vocabulary
+                walks = _REGION_WALKS.setdefault(vocab, {})
+                walk = walks.get(key, False)
+                if walk is False:
+                    walk = walks[key] = cls.build(vocab, by_byte)
+                    while len(walks) > cls.PER_VOCABULARY:
+                        del walks[next(iter(walks))]
+        return walk
+
+    @classmethod
+    def build(cls, v, table: np.ndarray):
+        """Walk the byte trie of vocabulary ``v`` inside the region whose local
+        transitions over bytes are ``table`` (region index, -1 = leaves it)."""
+        k = table.shape[0]
+        # "outside" is an absorbing extra state, so each trie level is two gathers
+        flat = np.full((k + 1, 256), k, dtype=np.int32)
+        flat[:k] = np.where(table >= 0, table, k)
+        flat = flat.ravel()
+        ds = v.depth_start
+        local = np.full(v.num_nodes, k, dtype=np.int32)
+        local[0] = 0
+        parent, node_byte = v.node_parent, v.node_byte
+        for d in range(1, len(ds) - 1):
+            a, b = int(ds[d]), int(ds[d + 1])
+            cur = flat[local[parent[a:b]] * 256 + node_byte[a:b]]
+            local[a:b] = cur
+            if not (cur < k).any():
+                break
+        exits = np.flatnonzero(local[1:] == k) + 1
+        exit_from = local[parent[exits]]
+        leaving = exit_from < k
+        end = local[v.term_node]
+        keep = end < k
+        if np.count_nonzero(keep) < cls.MIN_SHARE * len(keep):
+            return None
+        self = cls()
+        self.ids = v.term_ids[keep].astype(np.int32)
+        self.end = end[keep]
+        self.end_set = np.unique(self.end)
+        self.packed: dict = {}
+        self.exit_nodes = exits[leaving]
+        self.exit_from = exit_from[leaving].astype(np.int64)
+        return self
