@@ -530,7 +530,8 @@ class TokenIndex:
         for b in v.flat[off: off + int(v.tok_len[t])].tobytes():
             nxt = table.item(s, byte_class[b])
             if nxt < 0:  # row not computed yet
-                self.dfa.expand(s)
+                with self.lock:  # states are determinised under the index's lock
+                    self.dfa.expand(s)
                 table = self.dfa.table
                 nxt = table.item(s, byte_class[b])
             if nxt == DEAD:
