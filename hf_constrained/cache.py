@@ -37,7 +37,11 @@ except ImportError:  # pragma: no cover
 
 
 def resolve_cache_dir(cache_dir=None) -> Path | None:
-    """The cache folder to use, or None when caching is off."""
+    """The cache folder to use, or None when caching is off.
+
+    >>> resolve_cache_dir("/tmp/x"), resolve_cache_dir(False)
+    (PosixPath('/tmp/x'), None)
+    """
     if cache_dir is False:
         return None
     if cache_dir is not None and cache_dir is not True:
@@ -52,7 +56,11 @@ def resolve_cache_dir(cache_dir=None) -> Path | None:
 
 
 def digest(*parts) -> str:
-    """Stable hex key for strings/bytes/ints/lists (with the format version mixed in)."""
+    """Stable hex key for strings/bytes/ints/lists (with the format version mixed in).
+
+    >>> digest("index", [1, 2]) == digest("index", [1, 2]) != digest("index", [2, 1])
+    True
+    """
     h = hashlib.sha256(f"hf_constrained-cache-v{FORMAT_VERSION}".encode())
     for p in parts:
         if isinstance(p, (bytes, bytearray, memoryview)):
@@ -67,7 +75,13 @@ def digest(*parts) -> str:
 
 
 def save(path: Path, key: str, arrays: dict) -> bool:
-    """Atomically write ``arrays`` under ``key``. Returns False if the disk refused."""
+    """Atomically write ``arrays`` under ``key``. Returns False if the disk refused.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "x.npz"
+    >>> save(path, "k", {"a": np.arange(3)}), load(path, "k")["a"].tolist(), load(path, "other")
+    (True, [0, 1, 2], None)
+    """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,7 +100,11 @@ def save(path: Path, key: str, arrays: dict) -> bool:
 
 
 def load(path: Path, key: str) -> dict | None:
-    """Arrays stored under ``key`` at ``path``, or None if absent/corrupt/foreign."""
+    """Arrays stored under ``key`` at ``path``, or None if absent/corrupt/foreign.
+
+    >>> load(Path("/nonexistent/x.npz"), "k") is None
+    True
+    """
     try:
         with np.load(path, allow_pickle=False) as z:
             header = json.loads(bytes(z["__header__"]).decode())
@@ -99,7 +117,13 @@ def load(path: Path, key: str) -> dict | None:
 
 @contextlib.contextmanager
 def locked(path: Path):
-    """Exclusive advisory lock on ``path.lock``; yields True if we had to wait."""
+    """Exclusive advisory lock on ``path.lock``; yields True if we had to wait.
+
+    >>> import tempfile
+    >>> with locked(Path(tempfile.mkdtemp()) / "x.npz") as waited:
+    ...     waited
+    False
+    """
     path = Path(path)
     if fcntl is None:
         yield False
@@ -123,3 +147,63 @@ def locked(path: Path):
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+
+class ConstraintCache:
+    """The disk file of one constraint's states and masks (any engine with a
+    ``cache_key()``): loaded at construction, merged and rewritten after calls.
+
+    ``source`` is ``"disk"``, ``"waited"`` (another process was building it) or
+    ``"built"``.
+
+    >>> ConstraintCache(object(), None).save()   # caching off: nothing to write
+    False
+    """
+
+    def __init__(self, constraint, cache_dir):
+        self.constraint = constraint
+        key = constraint.cache_key() if cache_dir is not None and hasattr(constraint, "cache_key") else None
+        self.key = key
+        self.path = Path(cache_dir) / f"index-{key[:40]}.npz" if key is not None else None
+        self.source = "built"
+        self._saved = None
+
+    def _revision(self):
+        return self.constraint.cache_revision()
+
+    def _merge(self) -> bool:
+        arrays = load(self.path, self.key)
+        return arrays is not None and self.constraint.import_state(arrays)
+
+    def load_or_build(self, build) -> str:
+        """Load the file, or run ``build()`` (the first masks) and store them.
+
+        The lock makes a second process wait for the first one's build
+        (``"waited"``) rather than duplicating it.
+        """
+        if self.path is None:
+            build()
+        else:
+            with locked(self.path) as waited:
+                if self._merge():
+                    self.source = "waited" if waited else "disk"
+                else:
+                    build()
+                    save(self.path, self.key, self.constraint.export_state())
+                    self.source = "built"
+        self._saved = self._revision() if self.path is not None else None
+        return self.source
+
+    def save(self) -> bool:
+        """Merge what the file holds now and write everything computed so far.
+        Returns True if something was written."""
+        if self.path is None:
+            return False
+        now = self._revision()
+        if now == self._saved:
+            return False
+        with locked(self.path):
+            self._merge()
+            ok = save(self.path, self.key, self.constraint.export_state())
+        self._saved = self._revision()
+        return ok
