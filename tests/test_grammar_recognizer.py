@@ -30,7 +30,7 @@ CASES = [
         pair: STRING ":" value
         STRING: /"[a]*"/
         %ignore " "
-     """, '{}[]":,1a ', 4, 10),
+     """, '{}[]":,1 ', 3, 8),
     ("sql", r"""
         start: "S" cols "F" NAME ("W" cond)?
         cols: "*" | NAME ("," NAME)*
