@@ -4,8 +4,8 @@ Supported: ``name ::= ...`` rules (``root`` is the start), string literals
 with ``\\n \\r \\t \\\\ \\" \\xHH \\uHHHH \\UHHHHHHHH`` escapes, character
 classes ``[a-z]`` / ``[^...]``, ``.`` (any character), grouping, ``|``,
 ``*``, ``+``, ``?``, ``{m}``, ``{m,}``, ``{m,n}``, ``#`` comments. A rule ends
-at a line break unless the line break follows ``|`` or sits inside
-parentheses, as in llama.cpp. Every literal and class becomes a regex
+at a line break unless the line break follows ``::=`` or ``|``, sits inside
+parentheses (as in llama.cpp), or the next line starts with ``|``. Every literal and class becomes a regex
 terminal, so a GBNF grammar is lexed character by character as its
 semantics demand.
 
@@ -191,7 +191,12 @@ class _Reader:
 
     def alternatives(self, nested: bool, rule: str) -> str:
         alts = [self.sequence(nested, rule)]
-        while self.text.startswith("|", self.i):
+        while True:
+            save = self.i
+            self.space(True)  # a line that starts with '|' continues the rule
+            if not self.text.startswith("|", self.i):
+                self.i = save
+                break
             self.i += 1
             self.space(True)
             alts.append(self.sequence(nested, rule))
@@ -214,7 +219,7 @@ class _Reader:
                 self.error(f"rule {name!r} is defined twice")
             defined[name] = True
             self.i += 3
-            self.space(False)
+            self.space(True)
             body = self.alternatives(False, name)
             self.space(False)
             if self.i < len(t) and t[self.i] not in "\r\n":
