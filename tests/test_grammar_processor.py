@@ -132,3 +132,26 @@ def test_unbounded_ambiguity_hits_the_documented_limit(deepseek):
     c = proc.constraint
     with pytest.raises(GrammarLimitError, match="max_items=300"):
         c.state_of_text("a" * 400)
+
+
+def test_configuration_limits_raise(deepseek):
+    with pytest.raises(GrammarLimitError, match="max_configs=20"):
+        GrammarProcessor(JSON, deepseek, max_configs=20)   # the first mask already needs more
+    with pytest.raises(GrammarLimitError, match="max_threads=1"):  # after "a": two lexemes in progress
+        GrammarProcessor('start: A | B\nA: "ab"\nB: "ac"', deepseek, max_threads=1)
+    GrammarProcessor('start: A | B\nA: "ab"\nB: "ac"', deepseek, max_threads=2)
+
+
+def test_beams_share_interned_configurations(deepseek, deepseek_model):
+    """Rows are followed by interned state ids (beams share configurations, nothing is copied):
+    tracked states equal those recomputed from the tokens, and rows with equal tokens have equal ids."""
+    proc = GrammarProcessor(JSON, deepseek)
+    deepseek_model.generate(**deepseek(["J:"], return_tensors="pt"), logits_processor=[proc],
+                            num_beams=6, num_return_sequences=6, max_new_tokens=10)
+    ids, tracked = proc.tracked_states()
+    assert np.array_equal(tracked, proc.states_from_tokens(ids))
+    rows = [tuple(r) for r in ids.tolist()]
+    for i in range(len(rows)):
+        for j in range(len(rows)):
+            if rows[i] == rows[j]:
+                assert tracked[i] == tracked[j]

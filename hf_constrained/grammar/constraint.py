@@ -25,6 +25,8 @@ iff the configuration is a sentence.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..constraint import Constraint
@@ -40,18 +42,40 @@ SYNTAXES = ("lark", "gbnf")
 
 
 def load_grammar(text, syntax: str = "lark", start: str = "start") -> CFG:
-    """Grammar text (Lark or GBNF) -> checked :class:`CFG`; a CFG passes through."""
+    """Grammar text (Lark or GBNF) -> checked :class:`CFG`; a CFG passes through.
+
+    Read grammars are kept per process (a CFG is never modified), so a second
+    processor for the same text skips Lark's parsing of it.
+
+    >>> load_grammar('root ::= "a"+', syntax="gbnf").nonterminals[0]
+    'start'
+    >>> load_grammar('start: "a"') is load_grammar('start: "a"')
+    True
+    """
     if isinstance(text, CFG):
         return text
     if syntax not in SYNTAXES:
         raise ValueError(f"syntax must be one of {SYNTAXES}, not {syntax!r}")
+    if not isinstance(text, str):
+        raise TypeError(f"a grammar must be {syntax} text (a str), not {type(text).__name__}")
+    return _read(text, syntax, start)
+
+
+@functools.lru_cache(maxsize=64)
+def _read(text: str, syntax: str, start: str) -> CFG:
     if syntax == "gbnf":
         return from_lark(gbnf_to_lark(text), start="start")
     return from_lark(text, start=start)
 
 
 def grammar_list(grammar_or_grammars) -> tuple:
-    """(list of grammars, per_prompt) from one grammar or a list of them."""
+    """(list of grammars, per_prompt) from one grammar or a list of them.
+
+    >>> grammar_list('start: "a"')
+    (['start: "a"'], False)
+    >>> grammar_list(['start: "a"', 'start: "b"'])[1]
+    True
+    """
     if isinstance(grammar_or_grammars, (str, CFG)):
         return [grammar_or_grammars], False
     if isinstance(grammar_or_grammars, (list, tuple)) and grammar_or_grammars and all(
