@@ -155,3 +155,19 @@ def test_beams_share_interned_configurations(deepseek, deepseek_model):
         for j in range(len(rows)):
             if rows[i] == rows[j]:
                 assert tracked[i] == tracked[j]
+
+
+def test_packed_mask_layout(deepseek, deepseek_model):
+    """The accelerators' layout (banned bits from GrammarConstraint.banned_bits), run on CPU."""
+    c_bits = GrammarProcessor(JSON, deepseek).constraint
+    q = c_bits.state_of_text('{"a": [1, ')
+    width = 129280 + 16
+    bits = np.unpackbits(c_bits.banned_bits(q, width), bitorder="little")[:width].astype(bool)
+    assert np.array_equal(~bits, c_bits.allowed_mask(q, width))
+    torch.manual_seed(5)
+    proc = GrammarProcessor(JSON, deepseek, mask_layout="packed")
+    out = deepseek_model.generate(**deepseek(["J:"], return_tensors="pt"),
+                                  logits_processor=[proc, BoostEOS(deepseek.eos_token_id, 3.0)],
+                                  do_sample=True, num_return_sequences=4, max_new_tokens=12,
+                                  return_dict_in_generate=True)
+    check(proc, out, None, [lark_parser(JSON)])
