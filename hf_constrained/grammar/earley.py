@@ -40,6 +40,9 @@ SELF = -1
 DEFAULT_MAX_ITEMS = 20_000
 #: distinct nodes one parser may create
 DEFAULT_MAX_NODES = 500_000
+#: all nodes together hold at most this many items per allowed item of one node (memory guard:
+#: a row whose nodes grow linearly would otherwise use quadratic memory before one node is full)
+ITEMS_PER_NODE_LIMIT = 50
 
 
 class GrammarLimitError(StateLimitError):
@@ -90,6 +93,7 @@ class Parser:
         self.nullable = self._nullable()
         self._start_set = frozenset(self.start_rules)
         self._ids: dict = {}
+        self._total_items = 0
         self.items: list = []       # node -> tuple of its open items (dot before a symbol)
         self.grammar: list = []     # node -> grammar index
         self._expect: list = []     # node -> tuple of terminal ids after a dot
@@ -171,6 +175,12 @@ class Parser:
                 raise GrammarLimitError(
                     f"the grammar needs more than max_nodes={self.max_nodes} parser configurations; "
                     "raise max_nodes or simplify the grammar")
+            self._total_items += len(key[0])
+            if self._total_items > ITEMS_PER_NODE_LIMIT * self.max_items:
+                raise GrammarLimitError(
+                    f"the parser's {nid} configurations hold more than {ITEMS_PER_NODE_LIMIT} x "
+                    f"max_items={self.max_items} Earley items in total (a highly ambiguous grammar); "
+                    "make the grammar less ambiguous or raise max_items")
             self._ids[key] = nid
             self.items.append(tuple(sorted(key[0])))
             self.grammar.append(grammar)

@@ -3,6 +3,7 @@ driving a :class:`~.constraint.GrammarConstraint`."""
 
 from __future__ import annotations
 
+from .. import cache as disk
 from ..processor import ConstrainedProcessor
 from .configs import DEFAULT_MAX_CONFIGS, DEFAULT_MAX_THREADS
 from .constraint import GrammarConstraint, grammar_list
@@ -23,6 +24,8 @@ class GrammarProcessor(ConstrainedProcessor):
             lexemes in progress per configuration, Earley items per parser node and parser
             nodes (``GrammarLimitError`` past one, never an out-of-memory).
         mask_layout: see :class:`~hf_constrained.processor.ConstrainedProcessor`.
+        cache_dir: disk cache of the tokenizer's vocabulary (None: ``HF_CONSTRAINED_CACHE`` or the
+            default; False: off). Grammar configurations are built lazily in memory, not stored.
 
     Every row that emitted EOS decodes to a sentence of its grammar; a row cut off
     by ``max_new_tokens`` is a prefix of one. All generation modes are supported
@@ -45,12 +48,12 @@ class GrammarProcessor(ConstrainedProcessor):
     def __init__(self, grammar_or_grammars, tokenizer, *, syntax: str = "lark", start: str = "start",
                  eos_token_id=None, max_configs: int = DEFAULT_MAX_CONFIGS,
                  max_threads: int = DEFAULT_MAX_THREADS, max_items: int = DEFAULT_MAX_ITEMS,
-                 max_nodes: int = DEFAULT_MAX_NODES, mask_layout: str | None = None):
+                 max_nodes: int = DEFAULT_MAX_NODES, mask_layout: str | None = None, cache_dir=None):
         _, per_prompt = grammar_list(grammar_or_grammars)
         constraint = GrammarConstraint(grammar_or_grammars, tokenizer, syntax=syntax, start=start,
                                        eos_token_id=eos_token_id, max_configs=max_configs,
                                        max_threads=max_threads, max_items=max_items, max_nodes=max_nodes,
-                                       cache_dir=False)
+                                       cache_dir=disk.resolve_cache_dir(cache_dir) or False)
         super().__init__(constraint, tokenizer, mask_layout=mask_layout, per_prompt=per_prompt, cache_dir=False)
 
     grammars = property(lambda self: self.constraint.grammars)
