@@ -34,7 +34,7 @@ class BoostEOS(LogitsProcessor):
         return scores
 
 
-def check(proc, out, texts_of_rows, parsers):
+def check(proc, out, parsers):
     """EOS rows parse with Lark's Earley parser, cut-off rows are prefixes; tracking exact."""
     finished = 0
     gens = proc.generations(out)
@@ -63,7 +63,7 @@ def test_every_mode_one_grammar_and_one_per_prompt(mode, deepseek, deepseek_mode
         proc = GrammarProcessor(grammars if len(grammars) > 1 else grammars[0], deepseek)
         out = deepseek_model.generate(**inputs, logits_processor=[proc, BoostEOS(deepseek.eos_token_id, boost)],
                                       max_new_tokens=14, return_dict_in_generate=True, **MODES[mode])
-        total += check(proc, out, None, [lark_parser(g) for g in grammars])
+        total += check(proc, out, [lark_parser(g) for g in grammars])
         grid = proc.decode(out)
         assert len(grid if MODES[mode].get("num_return_sequences", 1) == 1 else grid[0]) == 3
     assert total > 0
@@ -75,7 +75,7 @@ def test_sql_grammar_generates_valid_prefixes_mistral(mistral, mistral_model):
     out = mistral_model.generate(**mistral(["Query:"], return_tensors="pt"), logits_processor=[proc],
                                  do_sample=True, num_return_sequences=4, max_new_tokens=16,
                                  return_dict_in_generate=True)
-    check(proc, out, None, [lark_parser(SQL)])
+    check(proc, out, [lark_parser(SQL)])
 
 
 def test_assisted_generation(deepseek, deepseek_model):
@@ -87,7 +87,7 @@ def test_assisted_generation(deepseek, deepseek_model):
         out = deepseek_model.generate(**deepseek(["(( [x] )) then (["], return_tensors="pt"),
                                       logits_processor=[proc], max_new_tokens=12,
                                       return_dict_in_generate=True, **kwargs)
-        check(proc, out, None, [lark_parser(NEST)])
+        check(proc, out, [lark_parser(NEST)])
 
 
 def test_gbnf_grammar(deepseek, deepseek_model):
@@ -95,7 +95,7 @@ def test_gbnf_grammar(deepseek, deepseek_model):
     proc = GrammarProcessor(gbnf, deepseek, syntax="gbnf")
     out = deepseek_model.generate(**deepseek(["Q:"], return_tensors="pt"), logits_processor=[proc],
                                   num_beams=2, max_new_tokens=10, return_dict_in_generate=True)
-    check(proc, out, None, [lark_parser(NEST)])
+    check(proc, out, [lark_parser(NEST)])
 
 
 # ---------------------------------------------------------------- bad input
@@ -170,7 +170,7 @@ def test_packed_mask_layout(deepseek, deepseek_model):
                                   logits_processor=[proc, BoostEOS(deepseek.eos_token_id, 3.0)],
                                   do_sample=True, num_return_sequences=4, max_new_tokens=12,
                                   return_dict_in_generate=True)
-    check(proc, out, None, [lark_parser(JSON)])
+    check(proc, out, [lark_parser(JSON)])
 
 
 def test_grammar_engine_grows_consistently_from_many_threads(deepseek):
