@@ -32,6 +32,7 @@ from .processor import ConstrainedProcessor, RegexProcessor
 from .regex_constraint import RegexConstraint
 from .json_schema import SchemaError, choice_regex, schema_to_regex
 from .structured import ChoiceProcessor, JSONProcessor, Truncated
+from .grammar import GrammarConstraint, GrammarError, GrammarLimitError, GrammarProcessor
 
 __version__ = "0.1.0"
 
@@ -40,6 +41,10 @@ __all__ = [
     "Constraint",
     "RegexConstraint",
     "RegexProcessor",
+    "GrammarProcessor",
+    "GrammarConstraint",
+    "GrammarError",
+    "GrammarLimitError",
     "JSONProcessor",
     "ChoiceProcessor",
     "Truncated",

@@ -38,6 +38,7 @@ RUNS = {  # name -> (script, arguments)
     "beam_sampling": ("beam_sampling", ["--tokenizer", "local"]),
     "assisted": ("assisted", ["--tokenizer", "local"]),
     "greedy-default-tokenizer": ("greedy", []),
+    "grammar": ("grammar", []),
 }
 
 EXPECT = {  # a line each example prints when all its outputs match
@@ -47,6 +48,7 @@ EXPECT = {  # a line each example prints when all its outputs match
     "beam_search": "OK: all 6 outputs match",
     "beam_sampling": "OK: all 12 outputs match",
     "assisted": "OK: all 12 outputs match",
+    "grammar": "all outputs valid",
     "distributed": "OK: 42 of 42 outputs from 2 process(es) (gloo)",
 }
 

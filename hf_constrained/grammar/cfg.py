@@ -1,0 +1,237 @@
+"""Grammar text -> :class:`CFG`, the internal context-free grammar.
+
+A :class:`CFG` has *terminals* (regexes in the project's Python-``re``
+dialect; string literals are escaped into regexes), *rules* (a nonterminal
+and a tuple of symbols: ``>= 0`` is a nonterminal id, ``< 0`` is terminal
+``-1 - sym``), the ``%ignore`` terminals (allowed, any number of times,
+before, between and after the lexemes) and the start symbol.
+
+Lark grammar text is read with the ``lark`` package: it expands EBNF
+(``*``, ``+``, ``?``, ``[ ]``, ``~ n..m``), inlines ``?rule``/templates,
+resolves ``%import common.X`` and joins terminals built from other terminals;
+what it leaves is checked here. Terminal and rule priorities, ``!``/``_``
+tree shaping and aliases change parse trees, not the language, and are
+ignored. The language is *scannerless*: a text is a sentence iff it splits
+into terminal matches (under ``re.fullmatch``) and ignored lexemes that the
+rules derive; lazy quantifiers therefore read like greedy ones.
+
+>>> g = from_lark('start: "(" start ")" | "x"')
+>>> g.nonterminals, [g.patterns[-1 - s] if s < 0 else g.nonterminals[s] for s in g.rules[0][1]]
+(['start'], ['\\\\(', 'start', '\\\\)'])
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import ConstraintError, RegexSyntaxError, UnsupportedRegexError
+from ..regex_parser import parse as parse_regex
+
+
+class GrammarError(ConstraintError):
+    """The grammar text is invalid or uses something the grammar engine cannot honour.
+
+    ``line``/``column`` (1-based) locate syntax errors when known.
+    """
+
+    def __init__(self, msg: str, line: int | None = None, column: int | None = None):
+        self.line, self.column = line, column
+        super().__init__(msg)
+
+
+@dataclass
+class CFG:
+    """A context-free grammar over terminal regexes (see the module docstring)."""
+
+    nonterminals: list            # id -> name
+    terminals: list               # terminal id -> name
+    patterns: list                # terminal id -> regex (Python re dialect, fullmatch)
+    rules: list                   # (lhs nonterminal id, tuple of symbols)
+    start: int                    # nonterminal id
+    ignore: list = field(default_factory=list)  # terminal ids
+
+    def check(self) -> "CFG":
+        """Raise :class:`GrammarError` for unproductive rules; return self."""
+        productive = set()
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in self.rules:
+                if lhs not in productive and all(s < 0 or s in productive for s in rhs):
+                    productive.add(lhs)
+                    changed = True
+        if self.start not in productive:
+            raise GrammarError(
+                f"the grammar's language is empty: the start rule {self.nonterminals[self.start]!r} "
+                "derives no finite string (every alternative refers back to a rule without a base case)")
+        bad = [self.nonterminals[i] for i in self.reachable() if i not in productive]
+        if bad:
+            raise GrammarError(
+                f"unproductive rule {bad[0]!r}: it derives no finite string (every alternative refers "
+                "back to itself or to another unproductive rule); add a non-recursive alternative"
+                + (f" (also: {', '.join(map(repr, bad[1:5]))})" if len(bad) > 1 else ""))
+        return self
+
+    def reachable(self) -> list:
+        seen, stack = {self.start}, [self.start]
+        by_lhs: dict = {}
+        for lhs, rhs in self.rules:
+            by_lhs.setdefault(lhs, []).append(rhs)
+        while stack:
+            for rhs in by_lhs.get(stack.pop(), ()):
+                for s in rhs:
+                    if s >= 0 and s not in seen:
+                        seen.add(s)
+                        stack.append(s)
+        return sorted(seen)
+
+
+# ---------------------------------------------------------------- terminals
+#: common.lark's ESCAPED_STRING uses a lookbehind; this is the same lexeme
+#: (what Lark's lexer cuts), written without it.
+_LOOKBEHIND_FREE = {
+    r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\.)*"',
+    r'.*?(?<!\\)(\\\\)*?': r'(?:[^\\\n]|\\.)*',
+}
+_FOLD_EXTRA = "\u0130\u0131\u017f\u212a\u212b\u00b5\u03bc\u1e9e\u00df"
+
+
+def _fold_class(ch: str) -> str:
+    """A regex class for ``ch`` under Python's ``re.IGNORECASE`` (str patterns)."""
+    cands = {ch, ch.lower(), ch.upper(), ch.swapcase(), ch.casefold(), *_FOLD_EXTRA}
+    rx = re.compile(re.escape(ch), re.IGNORECASE)
+    same = sorted(c for c in cands if len(c) == 1 and rx.fullmatch(c))
+    if len(same) == 1:
+        return re.escape(ch)
+    return "[" + "".join(re.escape(c) for c in same) + "]"
+
+
+def _unfold_ignorecase(rx: str, name: str) -> str:
+    """Rewrite Lark's ``(?i:literal)`` groups into explicit character classes."""
+    out, i = [], 0
+    while i < len(rx):
+        if rx.startswith("(?i:", i):
+            j, parts = i + 4, []
+            while j < len(rx) and rx[j] != ")":
+                c = rx[j]
+                if c == "\\":
+                    esc = rx[j:j + 2]
+                    lit = re.fullmatch(r"\\([^A-Za-z0-9])", esc)
+                    parts.append(_fold_class(lit.group(1)) if lit else esc)
+                    j += 2
+                    continue
+                if c in "[(|*+?{.^$":
+                    raise GrammarError(
+                        f"terminal {name}: the case-insensitive flag 'i' is supported on string literals "
+                        f"only, not on the regex {rx!r}; spell the cases out ([Ss][Ee]...)")
+                parts.append(_fold_class(c))
+                j += 1
+            out.append("(?:" + "".join(parts) + ")")
+            i = j + 1
+        elif rx[i] == "\\":
+            out.append(rx[i:i + 2])
+            i += 2
+        else:
+            out.append(rx[i])
+            i += 1
+    return "".join(out)
+
+
+def terminal_regex(name: str, pattern) -> str:
+    """The project-dialect regex of one compiled Lark terminal (raises :class:`GrammarError`)."""
+    rx = pattern.to_regexp()
+    flags = set(pattern.flags)
+    if "i" in flags and type(pattern).__name__ == "PatternStr":
+        flags.discard("i")  # to_regexp already wrapped it as (?i:...)
+    elif "i" in flags:
+        flags.discard("i")
+        rx = f"(?i:{rx})"
+    if flags:
+        raise GrammarError(f"terminal {name}: regex flags {sorted(flags)} are not supported "
+                           "(only 'i' on string literals); rewrite the regex without them")
+    for k, v in _LOOKBEHIND_FREE.items():
+        rx = rx.replace(k, v)
+    if "(?i:" in rx:
+        rx = _unfold_ignorecase(rx, name)
+    try:
+        parse_regex(rx)
+    except (RegexSyntaxError, UnsupportedRegexError) as e:
+        raise GrammarError(f"terminal {name}: {e} (regex {rx!r})") from e
+    return rx
+
+
+# ---------------------------------------------------------------- Lark
+def _lark_location(e: Exception):
+    line, col = getattr(e, "line", None), getattr(e, "column", None)
+    if line is None:
+        m = re.search(r"line (\d+) col(?:umn)? (\d+)", str(e))
+        if m:
+            line, col = int(m.group(1)), int(m.group(2))
+    return line, col
+
+
+def from_lark(text: str, start: str = "start") -> CFG:
+    """Read Lark grammar text into a checked :class:`CFG`.
+
+    >>> g = from_lark('''
+    ... ?start: sum
+    ... ?sum: sum "+" NUMBER | NUMBER
+    ... %import common.NUMBER
+    ... %import common.WS
+    ... %ignore WS
+    ... ''')
+    >>> sorted(g.terminals), len(g.rules)
+    (['NUMBER', 'PLUS', 'WS'], 3)
+    """
+    try:
+        import lark
+        from lark.load_grammar import load_grammar
+    except ImportError as e:  # pragma: no cover - lark is a dependency
+        raise ImportError("grammars need the 'lark' package: pip install 'lark>=1.1'") from e
+    if not isinstance(text, str):
+        raise TypeError("the grammar must be a string of Lark (or GBNF, syntax='gbnf') text")
+    try:
+        grammar, _ = load_grammar(text, "<grammar>", [], False)
+        lark_terms, lark_rules, ignore_names = grammar.compile([start], set())
+    except lark.exceptions.LarkError as e:
+        line, col = _lark_location(e)
+        where = f" at line {line}, column {col}" if line is not None else ""
+        msg = str(e).strip()
+        if "used but not defined" in msg:
+            raise GrammarError(f"undefined rule or terminal: {msg}", line, col) from e
+        raise GrammarError(f"grammar error{where}: {msg}", line, col) from e
+    if not any(r.origin.name == start for r in lark_rules):
+        raise GrammarError(f"the grammar has no start rule {start!r}: define '{start}: ...' "
+                           "(or pass start= the name of the top rule)")
+    term_of = {t.name: t for t in lark_terms}
+    patterns, names, tid_of = [], [], {}
+    nt_id: dict = {}
+    rules = []
+
+    def term(name: str) -> int:
+        if name not in tid_of:
+            t = term_of.get(name)
+            if t is None:
+                raise GrammarError(f"terminal {name} has no definition (unsupported Lark feature "
+                                   "%declare, which needs a custom lexer); define it with a regex")
+            tid_of[name] = len(names)
+            names.append(name)
+            patterns.append(terminal_regex(name, t.pattern))
+        return tid_of[name]
+
+    def nonterm(name: str) -> int:
+        if name not in nt_id:
+            nt_id[name] = len(nt_id)
+        return nt_id[name]
+
+    nonterm(start)
+    for r in lark_rules:
+        lhs = nonterm(str(r.origin.name))
+        rhs = tuple(-1 - term(s.name) if s.is_term else nonterm(str(s.name)) for s in r.expansion)
+        rules.append((lhs, rhs))
+    ignore = [term(n) for n in ignore_names]
+    nts = [None] * len(nt_id)
+    for k, v in nt_id.items():
+        nts[v] = k
+    return CFG(nts, names, patterns, rules, nt_id[start], ignore).check()

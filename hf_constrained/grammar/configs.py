@@ -1,0 +1,252 @@
+"""The byte-level configuration automaton of a grammar: lexer DFA + Earley nodes.
+
+A *configuration* is what a row has read so far, summarised exactly:
+
+* ``boundary``: the Earley nodes (:mod:`.earley`) of the parses whose last
+  lexeme ends exactly here (a new lexeme may start);
+* ``threads``: the lexemes in progress, each a *slot* (the node it started at,
+  its terminal, scan or ``%ignore``) and the terminal's DFA state after the
+  bytes read since that node. All terminals are compiled into one
+  :class:`~hf_constrained.automaton.LazyDFA` (one start state each) with the
+  project's regex machinery.
+
+Reading a byte steps every thread and starts the terminals the boundary nodes
+expect (plus ``%ignore``); a thread whose DFA accepts ends its lexeme: the
+parser is consulted (only then) and all lexemes ending at the same byte are
+merged into one Earley node, while the thread also goes on (the lexeme may be
+longer). An ignored lexeme returns to the node it started at. Configurations
+are interned to small ids, with a transition table ``table[config, byte
+class]`` grown lazily, exactly like the regex :class:`LazyDFA`: that is what
+:class:`~hf_constrained.index.TokenIndex` walks over the vocabulary trie,
+vectorised, to compute token masks, so tokens that stay inside one lexeme and
+tokens that cross lexeme boundaries are both exact.
+
+Every live configuration can be completed into a sentence: terminals have no
+dead DFA states, every rule is productive (checked), and the vocabulary must
+spell every byte.
+
+>>> from hf_constrained.grammar.cfg import from_lark
+>>> a = ConfigAutomaton([from_lark('start: "(" start ")" | "x"')])
+>>> q = a.walk(a.starts[0], b"((x)")
+>>> bool(a.accepting[q]), bool(a.accepting[a.walk(q, b")")]), a.walk(q, b"x")
+(False, True, 0)
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..automaton import LazyDFA
+from ..constraint import DEAD
+from .cfg import GrammarError
+from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError, Parser
+
+DEFAULT_MAX_CONFIGS = 200_000
+#: lexemes in progress one configuration may hold (ambiguous lexing multiplies them)
+DEFAULT_MAX_THREADS = 10_000
+
+
+class ConfigAutomaton:
+    """Interned grammar configurations with a lazily filled byte-class transition table.
+
+    Duck-types the parts of :class:`~hf_constrained.automaton.LazyDFA` that
+    :class:`~hf_constrained.index.TokenIndex` uses (``table``, ``accepting``,
+    ``byte_class``, ``starts``, ``expand_many``, ``num_states``).
+    """
+
+    def __init__(self, grammars, *, strip_leading_space: bool = False,
+                 max_configs: int = DEFAULT_MAX_CONFIGS, max_threads: int = DEFAULT_MAX_THREADS,
+                 max_items: int = DEFAULT_MAX_ITEMS, max_nodes: int = DEFAULT_MAX_NODES):
+        self.parser = p = Parser(grammars, max_items=max_items, max_nodes=max_nodes)
+        self.max_configs, self.max_threads = int(max_configs), int(max_threads)
+        pats = list(p.terminal_patterns)
+        if strip_leading_space:
+            pats.append(" ")  # gives the space byte a class of its own (never a terminal)
+        self.lexer = dfa = _terminal_dfa(pats, p.terminal_names)
+        self.term_start = np.array(dfa.starts[:len(p.terminal_patterns)], dtype=np.int64)
+        for t, s in enumerate(self.term_start.tolist()):
+            if dfa.accepting[s]:
+                raise GrammarError(f"terminal {p.terminal_names[t]} matches the empty string "
+                                   f"(regex {p.terminal_patterns[t]!r}); terminals must be non-empty: "
+                                   "make the terminal non-empty and the rule that uses it optional")
+        self.byte_class = dfa.byte_class
+        self.n_classes = dfa.n_classes
+        self._space_class = int(dfa.byte_class[0x20])
+        self._lock = threading.RLock()
+        self._slot_ids: dict = {}
+        self._slots: list = []          # slot -> (node, terminal, is_ignore)
+        self._merge: dict = {}
+        self._continues: dict = {}
+        self._keys: list = []
+        self._ids: dict = {}
+        cap = 64
+        self.table = np.full((cap, self.n_classes), -1, dtype=np.int32)
+        self.accepting = np.zeros(cap, dtype=bool)
+        self.expanded = np.zeros(cap, dtype=bool)
+        dead = self._intern(frozenset(), frozenset(), False)
+        assert dead == DEAD
+        self.table[DEAD] = DEAD
+        self.expanded[DEAD] = True
+        self.starts = [self._intern(frozenset([n]), frozenset(), bool(strip_leading_space))
+                       for n in p.start_nodes]
+
+    # ---------------------------------------------------------------- interning
+    def _slot(self, node: int, term: int, ignore: bool) -> int:
+        key = (node, term, ignore)
+        sid = self._slot_ids.get(key)
+        if sid is None:
+            sid = self._slot_ids[key] = len(self._slots)
+            self._slots.append(key)
+        return sid
+
+    def _intern(self, boundary: frozenset, threads: frozenset, strip: bool) -> int:
+        key = (boundary, threads, strip)
+        cid = self._ids.get(key)
+        if cid is not None:
+            return cid
+        cid = len(self._keys)
+        if cid >= self.max_configs:
+            raise GrammarLimitError(
+                f"the grammar automaton needs more than max_configs={self.max_configs} configurations; "
+                "raise max_configs or simplify the grammar")
+        if len(threads) > self.max_threads:
+            raise GrammarLimitError(
+                f"a configuration holds {len(threads)} lexemes in progress, more than "
+                f"max_threads={self.max_threads} (terminals that can split the same text in many "
+                "ways, e.g. NAME NAME with nothing between); make the lexing less ambiguous or raise max_threads")
+        if cid >= len(self.table):
+            grow = len(self.table)
+            self.table = np.concatenate([self.table, np.full((grow, self.n_classes), -1, np.int32)])
+            self.accepting = np.concatenate([self.accepting, np.zeros(grow, bool)])
+            self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
+        self._keys.append(key)
+        self._ids[key] = cid
+        self.accepting[cid] = any(self.parser.accepting(n) for n in boundary)
+        return cid
+
+    def _goes_on(self, s: int) -> bool:
+        """Whether DFA state ``s`` can read another byte (else the lexeme is over)."""
+        got = self._continues.get(s)
+        if got is None:
+            self.lexer.expand(s)
+            got = self._continues[s] = bool(self.lexer.table[s].any())
+        return got
+
+    def _merged(self, scans: frozenset) -> int:
+        got = self._merge.get(scans)
+        if got is None:
+            got = self._merge[scans] = self.parser.merge(tuple(sorted(scans)))
+        return got
+
+    # ---------------------------------------------------------------- expansion
+    def expand(self, cid: int) -> None:
+        """Compute the transition row of configuration ``cid`` (idempotent)."""
+        with self._lock:
+            if self.expanded[cid]:
+                return
+            boundary, threads, strip = self._keys[cid]
+            p = self.parser
+            slots, states = [], []
+            for sl, s in threads:
+                slots.append(sl)
+                states.append(s)
+            for n in boundary:
+                for t in p.expected(n):
+                    slots.append(self._slot(n, t, False))
+                    states.append(int(self.term_start[t]))
+                for t in p.ignore[p.grammar[n]]:
+                    slots.append(self._slot(n, t, True))
+                    states.append(int(self.term_start[t]))
+            row = np.zeros(self.n_classes, dtype=np.int32)
+            if states:
+                st = np.array(states, dtype=np.int64)
+                self.lexer.expand_many(st)
+                moves = self.lexer.table[st]                       # lanes x classes
+                cols, inv = _distinct_columns(moves)
+                acc = self.lexer.accepting
+                nxt = np.zeros(len(cols), dtype=np.int32)
+                for c, col in enumerate(cols):
+                    live = np.flatnonzero(col)
+                    if not len(live):
+                        continue
+                    keep, scans, back = [], set(), set()
+                    for i in live.tolist():
+                        s2 = int(col[i])
+                        sl = slots[i]
+                        if acc[s2]:
+                            node, term, ign = self._slots[sl]
+                            if ign:
+                                back.add(node)
+                            else:
+                                scans.add((node, term))
+                        if self._goes_on(s2):
+                            keep.append((sl, s2))
+                    if scans:
+                        back.add(self._merged(frozenset(scans)))
+                    nxt[c] = self._intern(frozenset(back), frozenset(keep), False)
+                row = nxt[np.asarray(inv).reshape(-1)]
+            if strip:  # decode() drops the text's first space: reading it changes nothing
+                row[self._space_class] = self._intern(boundary, threads, False)
+            self.table[cid] = row
+            self.expanded[cid] = True
+
+    def expand_many(self, cids) -> None:
+        for c in np.unique(np.asarray(cids)).tolist():
+            if not self.expanded[c]:
+                self.expand(c)
+
+    # ---------------------------------------------------------------- queries
+    @property
+    def num_states(self) -> int:
+        return len(self._keys)
+
+    def step(self, cid: int, byte: int) -> int:
+        if not self.expanded[cid]:
+            self.expand(cid)
+        return int(self.table[cid, self.byte_class[byte]])
+
+    def walk(self, cid: int, data: bytes) -> int:
+        """Configuration after reading ``data`` from ``cid`` (``DEAD`` once dead)."""
+        for b in data:
+            if cid == DEAD:
+                return DEAD
+            cid = self.step(cid, b)
+        return cid
+
+    def describe(self, cid: int) -> dict:
+        """The content of a configuration (for tests and debugging)."""
+        boundary, threads, strip = self._keys[cid]
+        return {"boundary": sorted(boundary), "threads": sorted(threads), "strip": strip}
+
+
+_MIX = np.random.default_rng(0x5EED).integers(1, 2 ** 62, size=4096, dtype=np.int64) | 1
+
+
+def _distinct_columns(moves: np.ndarray):
+    """``(distinct columns as rows, index of each column's distinct one)`` of a lanes x
+    classes matrix: a 1-D hash per column, verified exactly (``np.unique(axis=0)`` is
+    several times slower on these small matrices)."""
+    k = moves.shape[0]
+    if k <= len(_MIX):
+        h = moves.T.astype(np.int64) @ _MIX[:k]          # wraps around: a hash, checked below
+        _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+        inv = np.asarray(inv).reshape(-1)
+        if np.array_equal(moves[:, first[inv]], moves):
+            return moves[:, first].T, inv
+    cols, inv = np.unique(moves.T, axis=0, return_inverse=True)
+    return cols, np.asarray(inv).reshape(-1)
+
+
+def _terminal_dfa(patterns, names) -> LazyDFA:
+    from ..errors import EmptyLanguageError
+    try:
+        return LazyDFA.from_patterns(patterns)
+    except EmptyLanguageError:
+        for name, pat in zip(names, patterns):
+            try:
+                LazyDFA.from_patterns([pat])
+            except EmptyLanguageError as e:
+                raise GrammarError(f"terminal {name}: {e}; the grammar can never use it") from e
+        raise

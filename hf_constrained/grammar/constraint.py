@@ -1,0 +1,178 @@
+"""GrammarConstraint: a context-free grammar as a :class:`~hf_constrained.constraint.Constraint`.
+
+States are interned configurations of :class:`.configs.ConfigAutomaton`
+(parser nodes + lexemes in progress), so the shell caches masks per state id
+and rows/beams in the same configuration share everything. Masks come from
+:class:`~hf_constrained.index.TokenIndex` walking the vocabulary trie with the
+configuration automaton's transition table (vectorised, no loop over tokens):
+a token is allowed iff its bytes lead to a live configuration, which is
+exactly "the text stays a prefix of a sentence", and every such prefix can be
+completed because the vocabulary spells every byte (checked). EOS is allowed
+iff the configuration is a sentence.
+
+>>> from hf_constrained.vocabulary import Vocabulary
+>>> vocab = Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)] + [b"(x", b"))"])
+>>> c = GrammarConstraint('start: "(" start ")" | "x"', vocab, eos_token_id=0)
+>>> [vocab.token_bytes[t] for t in c.allowed_ids(int(c.starts[0]))]
+[b'(', b'x', b'(x']
+>>> q = c.walk(c.starts, np.array([[257, 258]]))        # "(x" then "))": one ")" too many
+>>> int(q[0])
+0
+>>> q = c.walk(c.starts, np.array([[257, ord(")") + 1]]))
+>>> c.accepting(q).tolist(), c.allowed_ids(int(q[0])).tolist()
+([True], [0])
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..constraint import Constraint
+from ..errors import UnsupportedTokenizerError
+from ..index import TokenIndex
+from ..vocabulary import Vocabulary
+from .cfg import CFG, from_lark
+from .configs import DEFAULT_MAX_CONFIGS, DEFAULT_MAX_THREADS, ConfigAutomaton
+from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES
+from .gbnf import gbnf_to_lark
+
+SYNTAXES = ("lark", "gbnf")
+
+
+def load_grammar(text, syntax: str = "lark", start: str = "start") -> CFG:
+    """Grammar text (Lark or GBNF) -> checked :class:`CFG`; a CFG passes through.
+
+    Read grammars are kept per process (a CFG is never modified), so a second
+    processor for the same text skips Lark's parsing of it.
+
+    >>> load_grammar('root ::= "a"+', syntax="gbnf").nonterminals[0]
+    'start'
+    >>> load_grammar('start: "a"') is load_grammar('start: "a"')
+    True
+    """
+    if isinstance(text, CFG):
+        return text
+    if syntax not in SYNTAXES:
+        raise ValueError(f"syntax must be one of {SYNTAXES}, not {syntax!r}")
+    if not isinstance(text, str):
+        raise TypeError(f"a grammar must be {syntax} text (a str), not {type(text).__name__}")
+    return _read(text, syntax, start)
+
+
+@functools.lru_cache(maxsize=64)
+def _read(text: str, syntax: str, start: str) -> CFG:
+    if syntax == "gbnf":
+        return from_lark(gbnf_to_lark(text), start="start")
+    return from_lark(text, start=start)
+
+
+def grammar_list(grammar_or_grammars) -> tuple:
+    """(list of grammars, per_prompt) from one grammar or a list of them.
+
+    >>> grammar_list('start: "a"')
+    (['start: "a"'], False)
+    >>> grammar_list(['start: "a"', 'start: "b"'])[1]
+    True
+    """
+    if isinstance(grammar_or_grammars, (str, CFG)):
+        return [grammar_or_grammars], False
+    if isinstance(grammar_or_grammars, (list, tuple)) and grammar_or_grammars and all(
+            isinstance(g, (str, CFG)) for g in grammar_or_grammars):
+        return list(grammar_or_grammars), True
+    raise TypeError("grammar_or_grammars must be grammar text or a non-empty list of grammar texts")
+
+
+class GrammarConstraint(Constraint):
+    """The language of one grammar per prompt (or one for all), over a vocabulary.
+
+    Args:
+        grammar_or_grammars: Lark (or GBNF, ``syntax="gbnf"``) text, a :class:`CFG`, or a list.
+        tokenizer_or_vocab: a Hugging Face tokenizer or a :class:`Vocabulary`.
+        eos_token_id: an id or list of ids (default: the tokenizer's EOS).
+        max_configs / max_threads / max_items / max_nodes: the documented limits on the
+            configuration table, lexemes in progress per configuration, Earley items per
+            parser node and parser nodes; crossing one raises ``GrammarLimitError``.
+    """
+
+    def __init__(self, grammar_or_grammars, tokenizer_or_vocab, *, syntax: str = "lark", start: str = "start",
+                 eos_token_id=None, pad_token_id=None, max_configs: int = DEFAULT_MAX_CONFIGS,
+                 max_threads: int = DEFAULT_MAX_THREADS, max_items: int = DEFAULT_MAX_ITEMS,
+                 max_nodes: int = DEFAULT_MAX_NODES, cache_dir=None):
+        texts, self.per_prompt = grammar_list(grammar_or_grammars)
+        if isinstance(tokenizer_or_vocab, Vocabulary):
+            vocab = tokenizer_or_vocab
+        else:
+            vocab = Vocabulary.from_tokenizer(tokenizer_or_vocab, cache_dir=cache_dir)
+            if pad_token_id is None:
+                pad_token_id = getattr(tokenizer_or_vocab, "pad_token_id", None)
+        if not vocab.full_byte_coverage:
+            raise UnsupportedTokenizerError(
+                "grammar constraints need a vocabulary with a single-byte token for every byte "
+                "(byte-level BPE, or SentencePiece with byte fallback); this one lacks some bytes")
+        if eos_token_id is None:
+            eos = list(vocab.default_eos_ids)
+        elif isinstance(eos_token_id, int):
+            eos = [eos_token_id]
+        else:
+            eos = [int(e) for e in eos_token_id]
+        if not eos:
+            raise ValueError("the tokenizer has no EOS token; pass eos_token_id=")
+        self.vocab = vocab
+        self.texts = texts
+        distinct = list(dict.fromkeys(id(t) if isinstance(t, CFG) else t for t in texts))
+        by_key = {}
+        for t in texts:
+            k = id(t) if isinstance(t, CFG) else t
+            if k not in by_key:
+                by_key[k] = load_grammar(t, syntax, start)
+        self.grammars = [by_key[k] for k in distinct]
+        self.automaton = ConfigAutomaton(self.grammars, strip_leading_space=vocab.strip_leading_space,
+                                         max_configs=max_configs, max_threads=max_threads,
+                                         max_items=max_items, max_nodes=max_nodes)
+        self.index = TokenIndex(self.automaton, vocab, eos, pad_token_id=pad_token_id)
+        pos = {k: i for i, k in enumerate(distinct)}
+        self.starts = np.array([self.automaton.starts[pos[id(t) if isinstance(t, CFG) else t]] for t in texts],
+                               dtype=np.int64)
+        self.eos_token_ids = self.index.eos_ids
+        self.pad_token_id = pad_token_id
+        self.vocab_size = vocab.size
+        for s in set(self.starts.tolist()):  # first masks now: limits fail at construction
+            self.index.allowed(s)
+
+    # ---------------------------------------------------------------- Constraint
+    def advance(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        return self.index.next_states(states, tokens)
+
+    def walk(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        return self.index.walk_tokens(np.asarray(states, dtype=np.int64), np.asarray(tokens, dtype=np.int64))
+
+    def accepting(self, states: np.ndarray) -> np.ndarray:
+        states = np.asarray(states, dtype=np.int64)
+        out = np.zeros(len(states), dtype=bool)
+        live = states > 0
+        out[live] = self.automaton.accepting[states[live]]
+        return out
+
+    def allowed_ids(self, state: int) -> np.ndarray:
+        return self.index.allowed(int(state))
+
+    def allowed_mask(self, state: int, width: int) -> np.ndarray:
+        return self.index.allowed_mask(int(state), width)
+
+    def banned_bits(self, state: int, width: int) -> np.ndarray:
+        return ~self.index.mask_bytes(int(state), width) if width % 8 == 0 else super().banned_bits(state, width)
+
+    def successors(self, state: int) -> np.ndarray:
+        return self.index.successors(int(state))
+
+    @property
+    def num_states(self) -> int:
+        return self.automaton.num_states
+
+    # ---------------------------------------------------------------- helpers
+    def state_of_text(self, text, grammar_index: int = 0) -> int:
+        """Configuration after ``text`` (str or bytes) from grammar ``grammar_index``'s start."""
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        return self.automaton.walk(int(self.starts[grammar_index]), data)

@@ -1,0 +1,226 @@
+"""Earley parser configurations, interned so that rows and beams share them.
+
+The parser is consulted only at lexeme boundaries. A *node* is the Earley set
+at a boundary: a set of items ``(rule, dot, origin)`` where ``origin`` is the
+id of the node at which the rule started, or :data:`SELF` for rules predicted
+at this very node. Origins are node ids, never text positions, so a node is
+identified by its content alone: two boundaries whose items (and, through the
+origin ids, whose whole pending stacks) are equal get the same id, whatever
+text led there. Left-recursive lists (``items: items "," item``) return to the
+same node after every element, and beams that parse the same prefix share
+every node instead of copying charts.
+
+Ambiguous, left-recursive and nullable grammars are handled by Earley's
+algorithm with the Aycock-Horspool rule for nullable symbols (predicting a
+nullable ``B`` also moves the dot over it), so the closure of a node needs
+only its own items and the nodes its items point back to.
+
+Several grammars live in one :class:`Parser` (one start rule each), so a batch
+with one grammar per prompt uses one node table.
+
+>>> from hf_constrained.grammar.cfg import from_lark
+>>> p = Parser([from_lark('start: start "a" | "a"')])
+>>> n0 = p.start_nodes[0]
+>>> [p.terminal_names[t] for t in p.expected(n0)]
+['A']
+>>> n1 = p.scan(n0, p.expected(n0)[0])
+>>> p.accepting(n1), p.scan(n1, p.expected(n1)[0]) == n1     # left recursion: the same node
+(True, True)
+"""
+
+from __future__ import annotations
+
+from ..errors import StateLimitError
+
+SELF = -1
+
+#: items one node may hold: a row whose configuration grows past this (e.g. a
+#: highly ambiguous grammar whose open items multiply with the text length)
+#: fails with GrammarLimitError instead of exhausting memory
+DEFAULT_MAX_ITEMS = 20_000
+#: distinct nodes one parser may create
+DEFAULT_MAX_NODES = 500_000
+#: all nodes together hold at most this many items per allowed item of one node (memory guard:
+#: a row whose nodes grow linearly would otherwise use quadratic memory before one node is full)
+ITEMS_PER_NODE_LIMIT = 50
+
+
+class GrammarLimitError(StateLimitError):
+    """A parser configuration (or the table of them) grew past its documented limit."""
+
+
+class Parser:
+    """Interned Earley nodes for one or more :class:`~hf_constrained.grammar.cfg.CFG`.
+
+    Terminal ids are global across the grammars (``terminal_patterns[t]``);
+    identical regexes share an id. ``start_nodes[g]`` is grammar ``g``'s
+    initial node, ``ignore[g]`` its ``%ignore`` terminals.
+    """
+
+    def __init__(self, grammars, *, max_items: int = DEFAULT_MAX_ITEMS, max_nodes: int = DEFAULT_MAX_NODES):
+        self.max_items, self.max_nodes = int(max_items), int(max_nodes)
+        self.terminal_patterns: list = []
+        self.terminal_names: list = []
+        pat_id: dict = {}
+        self.lhs, self.rhs = [], []
+        self.rules_of: list = []
+        self.ignore: list = []
+        self.start_rules: list = []
+        self.nt_names: list = []
+        for g in grammars:
+            base = len(self.rules_of)
+            self.rules_of.extend([] for _ in g.nonterminals)
+            self.nt_names.extend(g.nonterminals)
+            tmap = []
+            for name, pat in zip(g.terminals, g.patterns):
+                if pat not in pat_id:
+                    pat_id[pat] = len(self.terminal_patterns)
+                    self.terminal_patterns.append(pat)
+                    self.terminal_names.append(name)
+                tmap.append(pat_id[pat])
+
+            def sym(s):
+                return base + s if s >= 0 else -1 - tmap[-1 - s]
+            # augmented start rule: S' -> start (S' never appears on a right-hand side)
+            aug = len(self.rules_of)
+            self.rules_of.append([])
+            self.nt_names.append(f"<start of grammar {len(self.start_rules)}>")
+            self._add_rule(aug, (base + g.start,))
+            self.start_rules.append(len(self.lhs) - 1)
+            for lhs, rhs in g.rules:
+                self._add_rule(base + lhs, tuple(sym(s) for s in rhs))
+            self.ignore.append(tuple(sorted({tmap[t] for t in g.ignore})))
+        self.nullable = self._nullable()
+        self._start_set = frozenset(self.start_rules)
+        self._ids: dict = {}
+        self._total_items = 0
+        self.items: list = []       # node -> tuple of its open items (dot before a symbol)
+        self.grammar: list = []     # node -> grammar index
+        self._expect: list = []     # node -> tuple of terminal ids after a dot
+        self._accept: list = []
+        self._waiting: list = []    # node -> {symbol: [advanced, re-rooted items]} (lazy)
+        self._closure: dict = {}    # kernel frozenset -> node
+        self._scan: dict = {}       # (node, terminal) -> node
+        self.start_nodes = [self._close(frozenset([(r, 0, SELF)]), g)
+                            for g, r in enumerate(self.start_rules)]
+
+    def _add_rule(self, lhs: int, rhs: tuple):
+        self.lhs.append(lhs)
+        self.rhs.append(rhs)
+        self.rules_of[lhs].append(len(self.lhs) - 1)
+
+    def _nullable(self) -> list:
+        null = [False] * len(self.rules_of)
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in zip(self.lhs, self.rhs):
+                if not null[lhs] and all(s >= 0 and null[s] for s in rhs):
+                    null[lhs] = changed = True
+        return null
+
+    # ---------------------------------------------------------------- nodes
+    def _waiting_on(self, node: int, sym: int) -> list:
+        w = self._waiting[node]
+        if w is None:
+            w = self._waiting[node] = {}
+            for r, d, o in self.items[node]:
+                rhs = self.rhs[r]
+                if d < len(rhs):
+                    w.setdefault(rhs[d], []).append((r, d + 1, node if o == SELF else o))
+        return w.get(sym, ())
+
+    def _close(self, kernel: frozenset, grammar: int) -> int:
+        got = self._closure.get(kernel)
+        if got is not None:
+            return got
+        items = set(kernel)
+        stack = list(kernel)
+        rhs_of, rules_of, nullable = self.rhs, self.rules_of, self.nullable
+        expect = set()
+        accept = False
+        while stack:
+            r, d, o = stack.pop()
+            rhs = rhs_of[r]
+            new = ()
+            if d < len(rhs):
+                s = rhs[d]
+                if s >= 0:
+                    new = [(r2, 0, SELF) for r2 in rules_of[s]]
+                    if nullable[s]:
+                        new.append((r, d + 1, o))
+                else:
+                    expect.add(-1 - s)
+            else:
+                if o != SELF:  # complete: advance what waited at the origin (SELF: Aycock-Horspool did)
+                    new = self._waiting_on(o, self.lhs[r])
+                if r in self._start_set:
+                    accept = True
+            for it in new:
+                if it not in items:
+                    items.add(it)
+                    stack.append(it)
+            if len(items) > self.max_items:
+                raise GrammarLimitError(
+                    f"a parser configuration holds more than max_items={self.max_items} Earley items "
+                    "(a highly ambiguous grammar whose open parses multiply with the text length); "
+                    "make the grammar less ambiguous or raise max_items")
+        # completed items have done their work (their completions are in the set):
+        # the future depends only on the open items and on acceptance
+        key = (frozenset(it for it in items if it[1] < len(rhs_of[it[0]])), accept)
+        nid = self._ids.get(key)
+        if nid is None:
+            nid = len(self.items)
+            if nid >= self.max_nodes:
+                raise GrammarLimitError(
+                    f"the grammar needs more than max_nodes={self.max_nodes} parser configurations; "
+                    "raise max_nodes or simplify the grammar")
+            self._total_items += len(key[0])
+            if self._total_items > ITEMS_PER_NODE_LIMIT * self.max_items:
+                raise GrammarLimitError(
+                    f"the parser's {nid} configurations hold more than {ITEMS_PER_NODE_LIMIT} x "
+                    f"max_items={self.max_items} Earley items in total (a highly ambiguous grammar); "
+                    "make the grammar less ambiguous or raise max_items")
+            self._ids[key] = nid
+            self.items.append(tuple(sorted(key[0])))
+            self.grammar.append(grammar)
+            self._expect.append(tuple(sorted(expect)))
+            self._accept.append(accept)
+            self._waiting.append(None)
+        self._closure[kernel] = nid
+        return nid
+
+    # ---------------------------------------------------------------- queries
+    def expected(self, node: int) -> tuple:
+        """Terminal ids that may come next at ``node`` (without its ``%ignore`` terminals)."""
+        return self._expect[node]
+
+    def accepting(self, node: int) -> bool:
+        """Whether the text up to this boundary is a sentence."""
+        return self._accept[node]
+
+    def scan_kernel(self, node: int, terminal: int) -> tuple:
+        """Items of ``node`` advanced over ``terminal`` (origins made concrete)."""
+        return tuple(self._waiting_on(node, -1 - terminal))
+
+    def scan(self, node: int, terminal: int) -> int:
+        """The node after one ``terminal`` lexeme read at ``node``."""
+        key = (node, terminal)
+        got = self._scan.get(key)
+        if got is None:
+            got = self._scan[key] = self.merge(((node, terminal),))
+        return got
+
+    def merge(self, scans) -> int:
+        """One node for several ``(node, terminal)`` lexemes ending at the same place
+        (Earley's merge: the union of their items, closed)."""
+        kernel = []
+        for node, t in scans:
+            kernel.extend(self.scan_kernel(node, t))
+        if not kernel:
+            raise ValueError("no item of these nodes expects these terminals")
+        return self._close(frozenset(kernel), self.grammar[scans[0][0]])
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.items)

@@ -1,0 +1,60 @@
+"""GrammarProcessor: the generate() shell (:class:`~hf_constrained.processor.ConstrainedProcessor`)
+driving a :class:`~.constraint.GrammarConstraint`."""
+
+from __future__ import annotations
+
+from .. import cache as disk
+from ..processor import ConstrainedProcessor
+from .configs import DEFAULT_MAX_CONFIGS, DEFAULT_MAX_THREADS
+from .constraint import GrammarConstraint, grammar_list
+from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES
+
+
+class GrammarProcessor(ConstrainedProcessor):
+    r"""Constrain ``generate()`` so that every sample and beam is a sentence of a grammar.
+
+    Args:
+        grammar_or_grammars: Lark grammar text (start rule ``start``), GBNF text with
+            ``syntax="gbnf"`` (start rule ``root``), or a list with one grammar per prompt.
+        tokenizer: the model's tokenizer (byte-level BPE or SentencePiece with byte fallback).
+        syntax: ``"lark"`` (default) or ``"gbnf"``.
+        start: the Lark start rule.
+        eos_token_id: an id or list of ids (default: the tokenizer's EOS).
+        max_configs, max_threads, max_items, max_nodes: limits on the configuration table,
+            lexemes in progress per configuration, Earley items per parser node and parser
+            nodes (``GrammarLimitError`` past one, never an out-of-memory).
+        mask_layout: see :class:`~hf_constrained.processor.ConstrainedProcessor`.
+        cache_dir: disk cache of the tokenizer's vocabulary (None: ``HF_CONSTRAINED_CACHE`` or the
+            default; False: off). Grammar configurations are built lazily in memory, not stored.
+
+    Every row that emitted EOS decodes to a sentence of its grammar; a row cut off
+    by ``max_new_tokens`` is a prefix of one. All generation modes are supported
+    (sampling, beams, assisted decoding), as for regexes.
+
+    Example (offline, tiny random model)::
+
+        >>> from hf_constrained import offline
+        >>> tok = offline.local_tokenizer()
+        >>> model = offline.tiny_model(tok)
+        >>> proc = GrammarProcessor('start: "(" start ")" | "x"', tok)
+        >>> out = model.generate(**tok(["Q:"], return_tensors="pt"), logits_processor=[proc],
+        ...                      num_beams=3, num_return_sequences=2, max_new_tokens=12)
+        >>> texts = proc.decode(out)
+        >>> import re
+        >>> all(re.fullmatch(r"\(*x?\)*", t) for t in texts)
+        True
+    """
+
+    def __init__(self, grammar_or_grammars, tokenizer, *, syntax: str = "lark", start: str = "start",
+                 eos_token_id=None, max_configs: int = DEFAULT_MAX_CONFIGS,
+                 max_threads: int = DEFAULT_MAX_THREADS, max_items: int = DEFAULT_MAX_ITEMS,
+                 max_nodes: int = DEFAULT_MAX_NODES, mask_layout: str | None = None, cache_dir=None):
+        _, per_prompt = grammar_list(grammar_or_grammars)
+        constraint = GrammarConstraint(grammar_or_grammars, tokenizer, syntax=syntax, start=start,
+                                       eos_token_id=eos_token_id, max_configs=max_configs,
+                                       max_threads=max_threads, max_items=max_items, max_nodes=max_nodes,
+                                       cache_dir=disk.resolve_cache_dir(cache_dir) or False)
+        super().__init__(constraint, tokenizer, mask_layout=mask_layout, per_prompt=per_prompt, cache_dir=False)
+
+    grammars = property(lambda self: self.constraint.grammars)
+    vocab = property(lambda self: self.constraint.vocab)

@@ -1,0 +1,178 @@
+"""GrammarConstraint masks over whole vocabularies against brute-force oracles."""
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from hf_constrained.constraint import DEAD, FINISHED
+from hf_constrained.grammar.constraint import GrammarConstraint
+from hf_constrained.vocabulary import Vocabulary
+
+from grammar_oracle import lark_accepts, lark_parser, prefixes, sentences
+
+JSON = r"""
+?start: value
+?value: object | array | string | SIGNED_NUMBER | "true" | "false" | "null"
+array: "[" [value ("," value)*] "]"
+object: "{" [pair ("," pair)*] "}"
+pair: string ":" value
+string: ESCAPED_STRING
+%import common.ESCAPED_STRING
+%import common.SIGNED_NUMBER
+%import common.WS
+%ignore WS
+"""
+
+ARITH = r"""
+?start: sum
+?sum: sum "+" product | sum "-" product | product
+?product: product "*" atom | product "/" atom | atom
+?atom: NUMBER | "-" atom | "(" sum ")"
+%import common.NUMBER
+%import common.WS_INLINE
+%ignore WS_INLINE
+"""
+
+SQL = r"""
+start: select_stmt ";"?
+select_stmt: SELECT [DISTINCT] columns FROM table [where] [order] [limit]
+columns: "*" | column ("," column)*
+column: NAME ["." NAME] [AS NAME] | func "(" (NAME | "*") ")" [AS NAME]
+func: COUNT | SUM | MAX | MIN
+table: NAME [AS? NAME]
+where: WHERE cond
+?cond: cond OR conj | conj
+?conj: conj AND pred | pred
+?pred: operand OP operand | "(" cond ")" | NOT pred
+?operand: NAME ["." NAME] | NUMBER | STRING
+order: ORDER BY NAME [ASC | DESC]
+limit: LIMIT INT
+OP: "=" | "<" | ">" | "<=" | ">=" | "<>"
+STRING: /'[^'\n]*'/
+SELECT: "select"i
+DISTINCT: "distinct"i
+FROM: "from"i
+WHERE: "where"i
+AS: "as"i
+AND: "and"i
+OR: "or"i
+NOT: "not"i
+ORDER: "order"i
+BY: "by"i
+ASC: "asc"i
+DESC: "desc"i
+LIMIT: "limit"i
+COUNT: "count"i
+SUM: "sum"i
+MAX: "max"i
+MIN: "min"i
+NAME: /[a-z_][a-z0-9_]*/
+%import common.NUMBER
+%import common.INT
+%import common.WS
+%ignore WS
+"""
+
+SENTENCES = {
+    "json": ['{"a": [1, -2.5e3, true, null], "b\\"c": {"é中": "x😀"}}', "[]", ' [ {} , [ [ ] ] ] ',
+             '{"key":"value","n":[0,1,2]}'],
+    "arith": ["1+2*3", "(1 + 2) * -3.5 / 4", "((((7))))", "1-2-3*4/5"],
+    "sql": ["SELECT * FROM users;", "select name, count(*) as n from t u where a = 1 and (b < 'x' or not c >= 2.5) order by n desc limit 10",
+            "SELECT DISTINCT a.b FROM x AS y WHERE a<>b"],
+}
+GRAMMARS = {"json": JSON, "arith": ARITH, "sql": SQL}
+
+
+def brute_force_allowed(c, q):
+    """Token ids whose bytes keep configuration q live, one token at a time (the oracle)."""
+    a = c.automaton
+    out = []
+    for t, b in enumerate(c.vocab.token_bytes):
+        if b is not None and a.walk(q, b) != DEAD:
+            out.append(t)
+    if a.accepting[q]:
+        out.extend(int(e) for e in c.eos_token_ids)
+    return sorted(set(out))
+
+
+# ---------------------------------------------------------------- small synthetic vocabulary
+def small_vocab(alphabet):
+    toks = [None] + [bytes([b]) for b in range(256)]
+    toks += ["".join(p).encode() for k in (2, 3) for p in itertools.product(alphabet, repeat=k)]
+    return Vocabulary.from_token_bytes(toks)
+
+
+@pytest.mark.parametrize("text,alphabet,m,top,n", [
+    ('start: "(" start ")" start | "[" start "]" start |', "()[]", 3, 5, 10),
+    ('?start: s\n?s: s "+" p | p\n?p: p "*" a | a\n?a: /[0-9]+/ | "(" s ")"', "1+*()", 3, 5, 11),
+    ('start: start "+" start | start start | "a" |', "a+", 5, 7, 8),
+])
+def test_small_vocabulary_masks_equal_prefix_oracle(text, alphabet, m, top, n):
+    """Over a vocabulary of all bytes plus every 2- and 3-character string of the alphabet:
+    allowed iff prefix + token is a prefix of a sentence (brute-force language up to n; every
+    viable prefix up to ``top`` characters has a completion within n)."""
+    vocab = small_vocab(alphabet)
+    c = GrammarConstraint(text, vocab, eos_token_id=0)
+    sents = sentences(text, alphabet, n)
+    pre = prefixes(sents)
+    checked = 0
+    for w in sorted(p for p in pre if len(p) <= m):
+        q = c.state_of_text(w)
+        assert q != DEAD, w
+        allowed = set(c.allowed_ids(q).tolist())
+        for t, b in enumerate(vocab.token_bytes):
+            if b is None:
+                continue
+            s = w + b.decode("latin-1")
+            if len(s) <= top and all(ch in alphabet for ch in s):
+                assert (t in allowed) == (s in pre), (w, s)
+                checked += 1
+        assert (0 in allowed) == (w in sents), w
+    assert checked > 100
+
+
+# ---------------------------------------------------------------- real tokenizers
+def _states_along(c, tok, text):
+    ids = tok.encode(text, add_special_tokens=False)
+    states = [int(c.starts[0])]
+    for t in ids:
+        assert t in set(c.allowed_ids(states[-1]).tolist()), (text, tok.decode(ids[:len(states)]))
+        states.append(int(c.advance(np.array([states[-1]]), np.array([t]))[0]))
+    return ids, states
+
+
+@pytest.mark.parametrize("name", ["json", "arith", "sql"])
+@pytest.mark.parametrize("tok_name", ["deepseek", "mistral"])
+def test_real_vocabulary_masks_are_exact(name, tok_name, request):
+    tok = request.getfixturevalue(tok_name)
+    c = GrammarConstraint(GRAMMARS[name], tok)
+    lp = lark_parser(GRAMMARS[name])
+    rng = random.Random(0)
+    for text in SENTENCES[name]:
+        assert lark_accepts(lp, text), text
+        ids, states = _states_along(c, tok, text)            # the tokenizer's own encoding is allowed
+        assert c.accepting(np.array([states[-1]]))[0], text
+        eos = int(c.eos_token_ids[0])
+        assert eos in set(c.allowed_ids(states[-1]).tolist())
+        assert c.walk(c.starts, np.array([ids + [eos]]))[0] == FINISHED
+        for q in rng.sample(states, 2):                      # whole vocabulary vs one token at a time
+            assert c.allowed_ids(q).tolist() == brute_force_allowed(c, q)
+
+
+def test_tokens_crossing_lexeme_boundaries_and_split_characters(deepseek):
+    c = GrammarConstraint(JSON, deepseek)
+    q = c.state_of_text('{"a')
+    allowed = {c.vocab.token_bytes[t] for t in c.allowed_ids(q).tolist() if c.vocab.token_bytes[t]}
+    assert b'":' in allowed or b'":"' in allowed or b'":[' in allowed      # ends STRING, reads ':' ...
+    assert b'"}' not in allowed and b'",' not in allowed                     # a key needs its value
+    # a character split across tokens: the first byte of a 3-byte character keeps the string open
+    q = c.state_of_text('["')
+    first = bytes([0xE4])
+    t = c.vocab.token_bytes.index(first)
+    assert t in set(c.allowed_ids(q).tolist())
+    q2 = int(c.advance(np.array([q]), np.array([t]))[0])
+    assert q2 != DEAD and not c.accepting(np.array([q2]))[0]
+    assert c.automaton.walk(q2, b"\xb8\xad\"]") != DEAD and c.automaton.accepting[c.automaton.walk(q2, b"\xb8\xad\"]")]
+    assert c.automaton.walk(q2, b'"') == DEAD  # a lone lead byte cannot end the string
