@@ -24,6 +24,7 @@ from .output import Generation, Sequence, reshape_samples
 from .processor import RegexProcessor
 from .json_schema import SchemaError, choice_regex, schema_to_regex
 from .structured import ChoiceProcessor, JSONProcessor, Truncated
+from .weights import resample
 
 __version__ = "0.1.0"
 
@@ -38,6 +39,7 @@ __all__ = [
     "reshape_samples",
     "Generation",
     "Sequence",
+    "resample",
     "ConstraintError",
     "EmptyLanguageError",
     "GenerationConflictError",

@@ -74,7 +74,10 @@ class Sequence:
     state (a full match); ``truncated`` when ``max_new_tokens`` cut it off before
     that (its text is then a valid prefix of a match). ``logprobs`` (one per
     token id) and ``logprob`` (their sum) are filled when generate was called
-    with ``output_scores=True, return_dict_in_generate=True``.
+    with ``output_scores=True, return_dict_in_generate=True``. ``log_weight``
+    (processors built with ``track_weights=True``) is the sum over steps of the
+    log of the probability mass the allowed tokens had: the log importance
+    weight ``log p(x) - log q(x)`` that :func:`hf_constrained.resample` uses.
     """
 
     token_ids: list
@@ -82,6 +85,7 @@ class Sequence:
     finished: bool
     logprobs: list | None = None
     logprob: float | None = None
+    log_weight: float | None = None
 
     @property
     def truncated(self) -> bool:
@@ -90,10 +94,13 @@ class Sequence:
 
 @dataclass
 class Generation:
-    """All sequences generated for one prompt (``prompt_index`` in batch order)."""
+    """All sequences generated for one prompt (``prompt_index`` in batch order).
+    ``weight_setting`` (with ``track_weights=True``): what the sequences'
+    ``log_weight`` are exact for, a :class:`hf_constrained.weights.WeightSetting`."""
 
     prompt_index: int
     sequences: list = field(default_factory=list)
+    weight_setting: object = None
 
     @property
     def texts(self) -> list:

@@ -25,10 +25,11 @@ from transformers import LogitsProcessor
 from . import cache as disk
 from .automaton import DEAD, DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_STATES, LazyDFA
 from .errors import GenerationConflictError, StateLimitError
-from .hf_internals import _BANNING, _find_generation_config, _length_guard_ban, _processors_before
+from .hf_internals import _BANNING, _find_generation_config, _length_guard_ban, _processor_list, _processors_before
 from .index import FINISHED, TokenIndex
 from .output import Generation, Sequence, squeeze_grid, to_grid
 from .vocabulary import Vocabulary
+from .weights import WeightTracker, log_mass_before, weight_setting
 
 _UNKNOWN = -2
 _PROBE_STATES = 128
@@ -233,6 +234,8 @@ class _Run:
         # generate() keeps the raw logits it passes us only for output_logits=True;
         # otherwise masking in place saves a full copy of the logits per step.
         self.inplace = config is not None and not getattr(config, "output_logits", False)
+        self.weights: WeightTracker | None = None  # track_weights=True (issue 14)
+        self.w_step = None  # (log-weights so far on the device, host parents, host last tokens)
 
     def is_same(self, config, input_ids: torch.Tensor) -> bool:
         rows, length = input_ids.shape
@@ -251,16 +254,19 @@ class _Run:
         self.last_ids = input_ids.clone()
         self.last_hash = None  # hash of last_ids, set by the caller when it has it
 
-    def ancestors(self, parent: np.ndarray, k: int) -> np.ndarray:
-        """States at generated length ``k`` of the previous call's rows ``parent``."""
+    def ancestors(self, parent: np.ndarray, k: int, rows: bool = False) -> np.ndarray:
+        """States at generated length ``k`` of the previous call's rows ``parent``
+        (``rows=True``: their row indices in the call at ``k``, -1 if unknown)."""
         g_last = len(self.hist) - 1
         idx = parent.copy()
         for j in range(g_last, k, -1):
             par = self.hist[j][0]
             if par is None:
-                return np.full(len(idx), _UNKNOWN)
+                return np.full(len(idx), -1 if rows else _UNKNOWN)
             bad = idx < 0
             idx = np.where(bad, -1, par[np.where(bad, 0, idx)])
+        if rows:
+            return idx
         states = self.hist[k][1]
         out = np.where(idx < 0, _UNKNOWN, states[np.where(idx < 0, 0, idx)])
         return out
@@ -289,6 +295,12 @@ class RegexProcessor(LogitsProcessor):
         max_nfa_states: limit on the pattern positions materialised (a position is a
             character class of the pattern with the values of its repetition counters; only
             visited ones are created, ``a{1000}`` is not unrolled).
+        track_weights: record per row the sum over steps of ``log Z_t``, the log of
+            the probability mass the allowed tokens had (on the device, no extra
+            synchronisation); ``generations(out)`` then gives each sequence its
+            ``log_weight`` and :func:`hf_constrained.resample` draws from the
+            model's distribution restricted to the language (see
+            :mod:`hf_constrained.weights` for when that is exact).
 
     The guarantee: every row that emitted EOS decodes (``skip_special_tokens=True``)
     to a string that ``re.fullmatch``\ es its pattern; a row cut off by
@@ -309,7 +321,8 @@ class RegexProcessor(LogitsProcessor):
 
     def __init__(self, pattern_or_patterns, tokenizer, *, eos_token_id=None,
                  max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
-                 cache_dir=None):
+                 cache_dir=None, track_weights: bool = False):
+        self.track_weights = bool(track_weights)
         if isinstance(pattern_or_patterns, str):
             patterns, self.per_prompt = [pattern_or_patterns], False
         elif isinstance(pattern_or_patterns, (list, tuple)) and pattern_or_patterns and all(
@@ -427,6 +440,10 @@ class RegexProcessor(LogitsProcessor):
             if config is not None and self._cache_path is not None:
                 weakref.finalize(config, _save_after_call, weakref.ref(self))
             states = run.start_states
+            if self.track_weights:
+                setting = weight_setting(_processor_list(self), self, config, scores.shape[-1])
+                run.weights = WeightTracker(run.rows, scores.device, setting)
+                run.w_step = (torch.zeros(run.rows, device=scores.device), None, None)
         else:
             states = self._advance(run, input_ids)
         return self._apply(run, scores, states, input_ids.shape[-1])
@@ -445,6 +462,8 @@ class RegexProcessor(LogitsProcessor):
         k = length - 1 - p
         prev = run.last_ids
         if k > prev.shape[1] - p:
+            if run.weights is not None:  # no parents: weights unknown
+                run.w_step = (torch.full((rows,), float("nan"), device=input_ids.device), None, None)
             return self._from_scratch(run, input_ids, np.ones(rows, bool), np.zeros(rows, np.int64))
         new_prefix = input_ids[:, : length - 1]
         old_prefix = prev[:, : length - 1]
@@ -458,9 +477,19 @@ class RegexProcessor(LogitsProcessor):
         same[:m] = eq[ar[:m], ar[:m]]
         parent = torch.where(same, ar, eq.to(torch.int8).argmax(1))
         verified = eq.any(1) & (new_prefix == old_prefix[parent]).all(1)
+        usual = prev.shape[1] == length - 1
+        w_base = run.weights.carry(k + 1, parent, verified) if run.weights is not None and usual else None
         packet = torch.cat([parent, verified.long(), input_ids[:, -1]]).cpu().numpy()
         parent_h, ver_h, last_h = packet[:rows], packet[rows: 2 * rows].astype(bool), packet[2 * rows:]
         anc = run.ancestors(np.where(ver_h, parent_h, -1), k)
+        if run.weights is not None:
+            w_rows = np.where(anc == _UNKNOWN, -1, parent_h if usual else run.ancestors(
+                np.where(ver_h, parent_h, -1), k, rows=True))
+            if w_base is None:  # rollback (assisted decoding): rows of the call at k, found on the host
+                w_base = run.weights.rollback_base(k + 1, w_rows)
+            elif (w_rows < 0).any():  # rare: ancestry lost, weight unknown
+                w_base = torch.where(torch.from_numpy(w_rows >= 0).to(w_base.device), w_base, float("nan"))
+            run.w_step = (w_base, w_rows, last_h)
         states = self.index.next_states(np.where(anc == _UNKNOWN, DEAD, anc), last_h)
         unknown = anc == _UNKNOWN
         if unknown.any():
@@ -503,6 +532,9 @@ class RegexProcessor(LogitsProcessor):
 
     def _apply(self, run: _Run, scores: torch.Tensor, states: np.ndarray, length: int) -> torch.Tensor:
         width = scores.shape[-1]
+        weights = getattr(run, "weights", None)
+        if weights is not None:  # before an in-place mask
+            before = log_mass_before(scores, weights.setting.temperature)
         masks = self._masks
         if masks is None or masks.width != width or masks.device != scores.device:
             masks = self._masks = _MaskTable(self.index, width, scores.device)
@@ -515,6 +547,9 @@ class RegexProcessor(LogitsProcessor):
         else:
             inplace = run.inplace and scores.is_contiguous()
             out = masks.mask_(scores if inplace else scores.clone(memory_format=torch.contiguous_format), states)
+        if weights is not None:
+            base, par, last = run.w_step
+            weights.record(length - run.prompt_len, weights.add(base, before, out, states > 0), par, last)
         if run.length_guards:
             self._check_length_guards(run, states, length)
         if run.banning:
@@ -632,14 +667,17 @@ class RegexProcessor(LogitsProcessor):
         finished = self._finished(gen, n)
         logprobs = self._logprobs(out, gen)
         per = len(gen) // n
+        weights = self._run.weights
+        log_w = weights.lookup(gen, per) if weights is not None else [None] * len(gen)
         result = []
         for p in range(n):
-            g = Generation(prompt_index=p)
+            g = Generation(prompt_index=p, weight_setting=None if weights is None else weights.setting)
             for s in range(per):
                 r = p * per + s
                 lp = logprobs[r] if logprobs is not None else None
                 g.sequences.append(Sequence(token_ids=gen[r], text=self._text(gen[r]), finished=finished[r],
-                                            logprobs=lp, logprob=None if lp is None else float(sum(lp))))
+                                            logprobs=lp, logprob=None if lp is None else float(sum(lp)),
+                                            log_weight=log_w[r]))
             result.append(g)
         return result
 
