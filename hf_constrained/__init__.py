@@ -6,8 +6,14 @@ Data flow, one module per noun::
     pattern --regex_parser--> syntax tree --automaton--> lazy byte-level DFA
     tokenizer --vocabulary--> token bytes + trie
     DFA + vocabulary --index--> per-state token masks
-    masks --processor--> RegexProcessor (a transformers LogitsProcessor)
+    DFA + index --regex_constraint--> RegexConstraint (a constraint engine)
+    constraint --processor--> ConstrainedProcessor (a transformers LogitsProcessor):
+        tracking (per-call row states), masks (packed / sparse layouts), hf_internals
     output ids --output--> (samples, batch) texts / Generation objects
+
+Any engine implementing :class:`~hf_constrained.constraint.Constraint` runs
+under the same shell (``ConstrainedProcessor``); ``RegexProcessor``,
+``JSONProcessor`` and ``ChoiceProcessor`` are that shell on the regex engine.
 """
 
 from .errors import (
@@ -21,7 +27,9 @@ from .errors import (
 )
 from . import cache
 from .output import Generation, Sequence, reshape_samples
-from .processor import RegexProcessor
+from .constraint import Constraint
+from .processor import ConstrainedProcessor, RegexProcessor
+from .regex_constraint import RegexConstraint
 from .json_schema import SchemaError, choice_regex, schema_to_regex
 from .structured import ChoiceProcessor, JSONProcessor, Truncated
 from .weights import resample
@@ -29,6 +37,9 @@ from .weights import resample
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConstrainedProcessor",
+    "Constraint",
+    "RegexConstraint",
     "RegexProcessor",
     "JSONProcessor",
     "ChoiceProcessor",

@@ -123,3 +123,63 @@ def locked(path: Path):
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+
+class ConstraintCache:
+    """The disk file of one constraint's states and masks (any engine with a
+    ``cache_key()``): loaded at construction, merged and rewritten after calls.
+
+    ``source`` is ``"disk"``, ``"waited"`` (another process was building it) or
+    ``"built"``.
+
+    >>> ConstraintCache(object(), None).save()   # caching off: nothing to write
+    False
+    """
+
+    def __init__(self, constraint, cache_dir):
+        self.constraint = constraint
+        key = constraint.cache_key() if cache_dir is not None and hasattr(constraint, "cache_key") else None
+        self.key = key
+        self.path = Path(cache_dir) / f"index-{key[:40]}.npz" if key is not None else None
+        self.source = "built"
+        self._saved = None
+
+    def _revision(self):
+        return self.constraint.cache_revision()
+
+    def _merge(self) -> bool:
+        arrays = load(self.path, self.key)
+        return arrays is not None and self.constraint.import_state(arrays)
+
+    def load_or_build(self, build) -> str:
+        """Load the file, or run ``build()`` (the first masks) and store them.
+
+        The lock makes a second process wait for the first one's build
+        (``"waited"``) rather than duplicating it.
+        """
+        if self.path is None:
+            build()
+        else:
+            with locked(self.path) as waited:
+                if self._merge():
+                    self.source = "waited" if waited else "disk"
+                else:
+                    build()
+                    save(self.path, self.key, self.constraint.export_state())
+                    self.source = "built"
+        self._saved = self._revision() if self.path is not None else None
+        return self.source
+
+    def save(self) -> bool:
+        """Merge what the file holds now and write everything computed so far.
+        Returns True if something was written."""
+        if self.path is None:
+            return False
+        now = self._revision()
+        if now == self._saved:
+            return False
+        with locked(self.path):
+            self._merge()
+            ok = save(self.path, self.key, self.constraint.export_state())
+        self._saved = self._revision()
+        return ok

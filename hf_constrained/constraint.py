@@ -174,6 +174,11 @@ class Constraint:
         """Arrays (name -> numpy array) that :meth:`import_state` can merge back."""
         return {}
 
+    def cache_revision(self):
+        """A value that changes whenever there is more to save (the disk cache
+        rewrites its file only then); by default :attr:`num_states`."""
+        return self.num_states
+
     def import_state(self, arrays: dict) -> bool:
         """Merge what :meth:`export_state` wrote (maybe by another process). Returns
         False, changing nothing, for a foreign or inconsistent file."""

@@ -14,6 +14,7 @@ array([..token ids spelling only digits..])
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -82,6 +83,9 @@ class TokenIndex:
         if len(self.eos_ids) == 0:
             raise ValueError("at least one EOS token id is needed")
         self.pad_token_id = pad_token_id
+        # held where DFA states are determinised (and by RegexConstraint where masks are
+        # computed); lookups of states already built take no lock
+        self.lock = threading.RLock()
         self.node_cls = dfa.byte_class[vocab.node_byte]
         self._class_trie: ClassTrie | None = None
         self._byte_rel = _parent_relative(vocab)
@@ -98,7 +102,8 @@ class TokenIndex:
         cur = self.dfa.table[states, classes]
         todo = cur < 0  # rows not computed yet hold -1
         if todo.any():
-            self.dfa.expand_many(states[todo])
+            with self.lock:
+                self.dfa.expand_many(states[todo])
             cur = self.dfa.table[states, classes]
         return cur
 

@@ -201,7 +201,7 @@ class WeightTracker:
     the parents.
     """
 
-    def __init__(self, rows: int, device, setting: WeightSetting):
+    def __init__(self, rows: int, device, setting: WeightSetting | None = None):
         self.rows, self.device, self.setting = rows, device, setting
         self.acc: list = []
         self.parents: list = []

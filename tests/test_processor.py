@@ -6,7 +6,6 @@ compared with states recomputed from the tokens.
 """
 
 import re
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -369,83 +368,8 @@ def test_min_new_tokens_within_the_match_is_fine(deepseek, deepseek_model):
     assert proc._run.length_guards and not proc._run.banning  # no extra synchronisation
 
 
-# ------------------------------------------------------------------ CPU sparse masks
-KEY_VALUE = r"[a-z]{1,4}=[^;]{0,40};"  # [a-z]: allowed list shorter; [^;]: banned list shorter
-
-
-def _walk_states(proc, rows, steps, seed):
-    """Per step, the states of ``rows`` random token walks (EOS only once accepting,
-    so rows finish; a few rows are sent dead with a token the state bans)."""
-    rng = np.random.default_rng(seed)
-    states = np.full(rows, proc._starts[0], dtype=np.int64)
-    out = [states]
-    for _ in range(steps):
-        tokens = np.empty(rows, dtype=np.int64)
-        for r, s in enumerate(states):
-            allowed = proc.index.allowed(int(s if s > 0 else FINISHED))
-            tokens[r] = rng.choice(allowed) if rng.random() > 0.05 else 0  # 0: BOS, never allowed
-        states = proc.index.next_states(states, tokens)
-        out.append(states)
-    return out
-
-
-def _dense_reference(proc, scores, states):
-    # dead rows share the finished rows' mask (EOS and pad), so no row is ever all -inf
-    allowed = np.stack([proc.index.allowed_mask(int(s) if s > 0 else FINISHED, scores.shape[-1])
-                        for s in states])
-    return scores.masked_fill(~torch.from_numpy(allowed), float("-inf"))
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("inplace", [True, False])
-@pytest.mark.parametrize("pad", [0, 77], ids=["tokenizer-width", "padded-width"])
-def test_cpu_sparse_masks_equal_dense_reference(deepseek, dtype, inplace, pad):
-    proc = RegexProcessor(KEY_VALUE, deepseek)
-    width = len(deepseek) + pad
-    run = SimpleNamespace(inplace=inplace, length_guards=[], banning=[], hist=[None])
-    kinds = set()
-    gen = torch.Generator().manual_seed(0)
-    walk = _walk_states(proc, rows=24, steps=14, seed=1)
-    assert (walk[-1] == FINISHED).any() and (walk[-1] == 0).any()
-    for states in walk:
-        scores = (torch.randn(len(states), width, generator=gen) * 5).to(dtype)
-        before = scores.clone()
-        out = proc._apply(run, scores, states, 0)
-        assert out.dtype == dtype and out.shape == scores.shape
-        assert torch.equal(out, _dense_reference(proc, before, states))
-        if inplace:
-            assert out.data_ptr() == scores.data_ptr()
-        else:
-            assert torch.equal(scores, before) and out.data_ptr() != scores.data_ptr()
-        assert torch.isneginf(out[:, len(deepseek):]).all()
-        kinds |= set(proc._masks.keep[proc._masks.host_rows(states)].tolist())
-    assert not proc._masks.packed and kinds == {True, False}  # both list layouts were exercised
-
-
-def test_cpu_sparse_masks_uniform_steps_and_strided_scores(deepseek):
-    """Steps where every row stores an allowed list, or every row a banned list,
-    or only dead/finished rows; and logits that are a strided view."""
-    proc = RegexProcessor(KEY_VALUE, deepseek)
-    width = len(deepseek)
-    eq = deepseek.convert_tokens_to_ids("=")
-    start = int(proc._starts[0])
-    key = int(proc.index.next_states([start], [deepseek.convert_tokens_to_ids("ab")])[0])
-    value = int(proc.index.next_states([key], [eq])[0])
-    for inplace in (True, False):
-        run = SimpleNamespace(inplace=inplace, length_guards=[], banning=[], hist=[None])
-        for states in ([start] * 5, [value] * 5, [0, FINISHED, 0], [value, start, 0, key, FINISHED, value]):
-            states = np.array(states, dtype=np.int64)
-            big = torch.randn(len(states), 2, width)
-            scores = big[:, 1, :]  # not contiguous, as logits[:, -1, :] without a copy
-            before = scores.clone()
-            out = proc._apply(run, scores, states, 0)
-            assert torch.equal(out, _dense_reference(proc, before, states))
-            assert torch.isfinite(out).any(-1).all()
-    masks = proc._masks
-    assert masks.keep[masks.host_rows(np.array([start, key]))].all()  # allowed lists
-    assert not masks.keep[masks.host_rows(np.array([value]))].any()  # banned list
-
-
+# ------------------------------------------------------------------ precompute
+# (the CPU sparse mask tests moved to tests/test_masks.py, run on both layouts)
 def live_masks(proc) -> int:
     return sum(1 for s in proc.index._bits if s > 0)  # (FINISHED, -1, gets one at the first call)
 

@@ -1,0 +1,284 @@
+"""Token masks of visited constraint states, kept on the logits' device: one class per layout.
+
+Both layouts give every visited state a table row (``row_of``); row 0 holds the
+mask of :data:`~hf_constrained.constraint.FINISHED` (EOS and pad only) and is
+shared by dead and finished rows, so no row is ever entirely ``-inf``. Ids
+beyond the tokenizer's vocabulary (a model vocabulary padded larger) are never
+allowed. The masks come from the constraint (``allowed_mask`` /
+``banned_bits``), so any engine gets both layouts.
+
+* :class:`PackedMasks` (``"packed"``, the default on accelerators): a dense
+  row of *banned* bits per state (16 KB for 129k tokens), gathered and unpacked
+  in the masking kernel for one dense ``masked_fill``.
+* :class:`SparseMasks` (``"sparse"``, the default on CPU): a dense pass over
+  rows x width is what costs there, so each row keeps only the shorter of its
+  allowed and its banned ids.
+
+Both produce bit-identical masked scores (``tests/test_masks.py``). Tables
+grow from several threads at once: a lock is taken where rows are *added*;
+a step whose states all have rows reads without locking.
+
+>>> import torch
+>>> from hf_constrained.constraint import Constraint
+>>> class Even(Constraint):            # state 1: every even id of 10 is allowed (EOS = 0)
+...     starts, eos_token_ids, vocab_size = np.array([1]), np.array([0]), 10
+...     def allowed_ids(self, q):
+...         return np.arange(0, 10, 2, dtype=np.int32) if q > 0 else np.array([0], np.int32)
+>>> scores = torch.zeros(2, 12)
+>>> for layout in ("packed", "sparse"):
+...     masks = make_masks(layout, Even(), 12, torch.device("cpu"))
+...     out = masks.apply(scores.clone(), np.array([1, 0]), inplace=True)
+...     print(layout, torch.isfinite(out).nonzero()[:, 1].tolist())
+packed [0, 2, 4, 6, 8, 0]
+sparse [0, 2, 4, 6, 8, 0]
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+from .constraint import FINISHED
+from .errors import StateLimitError
+
+LAYOUTS = ("packed", "sparse")
+
+
+def default_layout(device: torch.device) -> str:
+    """``"sparse"`` on CPU, ``"packed"`` on accelerators.
+
+    >>> default_layout(torch.device("cpu"))
+    'sparse'
+    """
+    return "sparse" if torch.device(device).type == "cpu" else "packed"
+
+
+def _grown(buf, need: int):
+    """``buf`` (tensor or array) with room for at least ``need`` leading entries;
+    doubles its length so that appends cost amortised O(1) copies."""
+    if need <= len(buf):
+        return buf
+    size = (max(need, 2 * len(buf), 16),) + tuple(buf.shape[1:])
+    if isinstance(buf, torch.Tensor):
+        grown = torch.zeros(size, dtype=buf.dtype, device=buf.device)
+    else:
+        grown = np.zeros(size, dtype=buf.dtype)
+    grown[: len(buf)] = buf
+    return grown
+
+
+class MaskLayout:
+    """Shared part of the layouts: the state -> table row map, grown under a lock.
+
+    Subclasses implement :meth:`_store` (write the rows of new states) and
+    :meth:`apply` (mask a step's scores). Writers publish a row in ``row_of``
+    only after its storage is written, so lock-free readers never see a
+    half-built row.
+    """
+
+    name = ""
+
+    def __init__(self, constraint, width: int, device: torch.device):
+        self.constraint, self.width, self.device = constraint, int(width), torch.device(device)
+        self._lock = threading.Lock()
+        self.row_of = np.full(64, -1, dtype=np.int64)  # state -> table row (slot 0: dead/finished)
+        self.used = 0
+        self._add([FINISHED])
+
+    def _add(self, states: list) -> None:
+        base = self.used
+        self._store(states, base)
+        self.used = base + len(states)
+        top = max(states) + 1
+        row_of = self.row_of
+        if top > len(row_of):
+            row_of = np.full(max(top, 2 * len(row_of)), -1, dtype=np.int64)
+            row_of[: len(self.row_of)] = self.row_of
+        for i, s in enumerate(states):
+            if s > 0:
+                row_of[s] = base + i
+        self.row_of = row_of
+
+    def _store(self, states: list, base: int) -> None:
+        raise NotImplementedError
+
+    def host_rows(self, states: np.ndarray) -> np.ndarray:
+        """Table rows for ``states`` (dead and finished share row 0), adding unseen states."""
+        states = np.asarray(states, dtype=np.int64)
+        row_of = self.row_of
+        seen = np.unique(states[states > 0])
+        known = seen < len(row_of)
+        known[known] = row_of[seen[known]] >= 0
+        if not known.all():
+            with self._lock:
+                row_of = self.row_of  # another thread may have added them meanwhile
+                new = [s for s in seen[~known].tolist() if s >= len(row_of) or row_of[s] < 0]
+                if new:
+                    self._add(new)
+                row_of = self.row_of
+        return np.where(states > 0, row_of[np.maximum(states, 0)], 0)
+
+    def _to_device(self, host: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(host).to(self.device, non_blocking=True)
+
+    def apply(self, scores: torch.Tensor, states: np.ndarray, inplace: bool) -> torch.Tensor:
+        """``scores`` (rows x width) with every token banned in each row's state set to -inf;
+        in place when ``inplace`` (and the layout can), else on a copy."""
+        raise NotImplementedError
+
+
+class PackedMasks(MaskLayout):
+    """Packed banned bits per state, one gather + unpack + ``masked_fill`` per step."""
+
+    name = "packed"
+
+    def __init__(self, constraint, width: int, device: torch.device):
+        # Rows hold the *banned* tokens so the masking kernel needs no negation.
+        self.table = torch.zeros((0, (int(width) + 7) // 8), dtype=torch.uint8, device=device)
+        self.shifts = torch.arange(8, dtype=torch.uint8, device=device)
+        super().__init__(constraint, width, device)
+
+    def _store(self, states: list, base: int) -> None:
+        host = np.stack([self.constraint.banned_bits(s, self.width) for s in states])
+        table = _grown(self.table, base + len(states))
+        table[base: base + len(states)] = torch.from_numpy(host).to(self.device)
+        self.table = table
+
+    def banned(self, rows: torch.Tensor) -> torch.Tensor:
+        """Bool mask (rows x width) of the banned tokens of table ``rows``."""
+        sel = self.table[rows]
+        bits = (sel.unsqueeze(-1) >> self.shifts) & 1
+        return bits.view(sel.shape[0], -1)[:, : self.width].bool()
+
+    def apply(self, scores, states, inplace):
+        banned = self.banned(self._to_device(self.host_rows(states)))
+        if inplace:
+            return scores.masked_fill_(banned, float("-inf"))
+        return scores.masked_fill(banned, float("-inf"))
+
+
+class SparseMasks(MaskLayout):
+    """Per state the shorter of its allowed (``keep``) and its banned id lists, in CSR form.
+
+    ``steps`` is one flat int32 tensor and table row ``r`` owns
+    ``steps[start[r]: start[r] + count[r]]``, its sorted ids stored as
+    differences (first id, then gaps; ``first`` and ``last`` hold its first and
+    last id on the host) so that one cumulative sum turns a step's segments
+    into flat score indices. Banned ids are set to -inf; for an allowed list
+    the allowed scores are saved, the row is filled with -inf and the saved
+    scores are written back.
+    """
+
+    name = "sparse"
+
+    def __init__(self, constraint, width: int, device: torch.device):
+        self.steps = torch.zeros(0, dtype=torch.int32, device=device)  # gaps < 2**31
+        self.num_steps = 0
+        self.start, self.count, self.first, self.last = (np.zeros(0, dtype=np.int64) for _ in range(4))
+        self.keep = np.zeros(0, dtype=bool)
+        self._local = threading.local()  # scratch buffers, one set per thread
+        super().__init__(constraint, width, device)
+
+    def _store(self, states: list, base: int) -> None:
+        need = base + len(states)
+        start, count, first, last, keep = (
+            _grown(a, need) for a in (self.start, self.count, self.first, self.last, self.keep))
+        lists, num_steps = [], self.num_steps
+        for r, s in enumerate(states, base):
+            allowed = self.constraint.allowed_mask(s, self.width)
+            k = 2 * int(np.count_nonzero(allowed)) <= self.width
+            ids = np.flatnonzero(allowed if k else ~allowed)
+            keep[r], start[r], count[r] = k, num_steps, len(ids)
+            if len(ids):
+                first[r], last[r] = ids[0], ids[-1]
+            num_steps += len(ids)
+            lists.append(np.diff(ids, prepend=0))
+        if num_steps >= 2**31:  # positions in steps are int32 (about 8 GB of ids)
+            raise StateLimitError(
+                f"the CPU masks of the {need} constraint states visited hold more than 2**31 "
+                "token ids; lower max_states or use fewer, simpler patterns per processor")
+        flat = torch.from_numpy(np.concatenate(lists).astype(np.int32)).to(self.device)
+        steps = _grown(self.steps, num_steps)
+        steps[num_steps - len(flat): num_steps] = flat
+        self.steps, self.num_steps = steps, num_steps
+        self.start, self.count, self.first, self.last, self.keep = start, count, first, last, keep
+
+    def _scratch(self, name: str, n: int, dtype: torch.dtype) -> torch.Tensor:
+        """A reused buffer of ``n`` elements (per thread): fresh multi-megabyte tensors
+        every step would cost more in page faults than the masking itself."""
+        scratch = self._local.__dict__
+        buf = scratch.get(name)
+        if buf is None or len(buf) < n or buf.dtype != dtype:
+            size = max(n, 2 * len(buf)) if buf is not None and buf.dtype == dtype else n
+            buf = scratch[name] = torch.empty(size, dtype=dtype, device=self.device)
+        return buf[:n]
+
+    def _flat_index(self, score_rows: np.ndarray, rows: np.ndarray) -> torch.Tensor:
+        """Flat indices, into contiguous ``rows x width`` scores, of the ids listed
+        by table ``rows`` for score rows ``score_rows``: one segment per row.
+
+        Positions in ``steps`` go up by one inside a segment and jump at its
+        start (a cumulative sum); the gathered steps, with each segment's first
+        one replaced by the distance from the previous segment's last index,
+        sum up (a second one) to the indices. Valid until the next call.
+        """
+        count = self.count[rows]
+        nonempty = count > 0
+        count, rows, score_rows = count[nonempty], rows[nonempty], score_rows[nonempty]
+        if not len(count):
+            return torch.zeros(0, dtype=torch.int64, device=self.device)
+        at = np.cumsum(count) - count  # where each segment starts in the output
+        start = self.start[rows]
+        pos_jump = start.copy()
+        pos_jump[1:] -= start[:-1] + count[:-1] - 1
+        offset = score_rows * self.width
+        idx_jump = offset + self.first[rows]
+        idx_jump[1:] -= offset[:-1] + self.last[rows[:-1]]
+        small = self._to_device(np.stack([at, pos_jump, idx_jump]))
+        total = int(at[-1] + count[-1])
+        pos = self._scratch("pos", total, torch.int32).fill_(1)  # positions in steps: < 2**31
+        pos[small[0]] = small[1].int()
+        gaps = torch.index_select(self.steps, 0, pos.cumsum_(0), out=self._scratch("gaps", total, torch.int32))
+        idx = self._scratch("idx", total, torch.int64).copy_(gaps)
+        idx[small[0]] = small[2]
+        return idx.cumsum_(0)
+
+    def apply(self, scores, states, inplace):
+        if not (inplace and scores.is_contiguous()):
+            scores = scores.clone(memory_format=torch.contiguous_format)
+        rows = self.host_rows(states)
+        keep = self.keep[rows]
+        flat, ninf = scores.view(-1), float("-inf")
+        kept = np.flatnonzero(keep)
+        if len(kept):
+            idx = self._flat_index(kept, rows[kept])
+            vals = torch.index_select(flat, 0, idx, out=self._scratch("vals", len(idx), scores.dtype))
+            if len(kept) == len(rows):
+                scores.fill_(ninf)
+            else:
+                scores.index_fill_(0, self._to_device(kept), ninf)
+            flat.index_copy_(0, idx, vals)
+        dropped = np.flatnonzero(~keep)
+        if len(dropped):
+            flat.index_fill_(0, self._flat_index(dropped, rows[dropped]), ninf)
+        return scores
+
+
+_CLASSES = {"packed": PackedMasks, "sparse": SparseMasks}
+
+
+def make_masks(layout: str, constraint, width: int, device) -> MaskLayout:
+    """The mask table of ``layout`` (``"packed"`` or ``"sparse"``) for ``constraint``.
+
+    >>> make_masks("dense", None, 8, "cpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: mask_layout must be 'packed' or 'sparse' (or None for the device's default), not 'dense'
+    """
+    cls = _CLASSES.get(layout)
+    if cls is None:
+        raise ValueError(f"mask_layout must be 'packed' or 'sparse' (or None for the device's "
+                         f"default), not {layout!r}")
+    return cls(constraint, width, device)

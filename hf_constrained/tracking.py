@@ -1,0 +1,386 @@
+"""Row tracking: which constraint state each row of each ``generate()`` call is in.
+
+A row of ``input_ids`` is the previous step's row ``parent`` plus one token.
+``parent`` is found on the device by hashing the prefixes and is then
+*verified* by comparing the prefix exactly, so beam-search reordering and
+assisted-decoding rollbacks are followed exactly. One small tensor (parents,
+verified flags, last tokens) crosses to the host per step: the only
+synchronisation. Rows that fail verification are recomputed from their tokens.
+
+Every ``generate()`` call gets its own :class:`Run`; :class:`Calls` finds the
+run a processor call belongs to, so any number of calls (in any threads) can
+share one processor:
+
+* inside ``generate()`` a run is keyed by the call's ``GenerationConfig``
+  (a per-call copy, held by weak reference: the run's tracking state is
+  dropped when the call ends);
+* when :func:`hf_internals._find_generation_config` finds none (called outside
+  ``generate()``, or a transformers version whose stack it cannot read), a run
+  is the most recent one whose prompt columns the rows repeat exactly and
+  whose length they extend by at most one token: tracking by tokens. That
+  costs one more synchronisation per step, masks a copy of the scores, and
+  counts prompts from runs of identical rows.
+
+Each run leaves a small :class:`Record` (prompt ids, prompt length, prompts,
+start states) that ``decode()`` matches an output against.
+
+>>> import torch
+>>> from hf_constrained.constraint import Constraint
+>>> class AnyTwo(Constraint):      # any two tokens of 0..9, then EOS (0)
+...     starts, eos_token_ids, vocab_size = np.array([1]), np.array([0]), 10
+...     def advance(self, states, tokens):
+...         return np.where(states == 3, FINISHED, np.where(states > 0, states + 1, states))
+>>> calls = Calls()
+>>> prompt = torch.tensor([[5, 6], [5, 6]])
+>>> run, new = calls.run_for(prompt, None, lambda: Run(AnyTwo(), prompt, None, num_prompts=1))
+>>> new, run.start_states.tolist()
+(True, [1, 1])
+>>> step = torch.tensor([[5, 6, 7], [5, 6, 8]])
+>>> calls.run_for(step, None, None)[0] is run, run.advance(step).tolist()
+(True, [2, 2])
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import weakref
+
+import numpy as np
+import torch
+
+from .constraint import DEAD, FINISHED, UNKNOWN
+from .errors import GenerationConflictError
+
+_HASH_SEED = 0x5EED
+_pow_cache: dict = {}
+_pow_lock = threading.Lock()
+
+
+def _powers(n: int, device: torch.device) -> torch.Tensor:
+    """At least ``n + 1`` fixed random int64 multipliers on ``device`` (shared, grown on demand)."""
+    pw = _pow_cache.get(device)
+    if pw is None or pw.shape[0] <= n:
+        with _pow_lock:
+            pw = _pow_cache.get(device)
+            if pw is None or pw.shape[0] <= n:
+                g = torch.Generator().manual_seed(_HASH_SEED)
+                size = max(n, 256) * 2
+                pw = torch.randint(-(2 ** 62), 2 ** 62, (size,), generator=g, dtype=torch.long).to(device)
+                _pow_cache[device] = pw
+    return pw
+
+
+def _hash(ids: torch.Tensor, pw: torch.Tensor) -> torch.Tensor:
+    return (ids * pw[: ids.shape[1]]).sum(1)
+
+
+def count_prompts(input_ids: torch.Tensor, config, num_patterns: int, per_prompt: bool,
+                  owner: str = "the processor") -> int:
+    """Number of prompts in a call's first ``input_ids``.
+
+    Exact inside ``generate()``: rows / ``num_beams`` (beam search) or rows /
+    ``num_return_sequences``. Without a config, one plus the number of
+    changes between adjacent rows (identical adjacent prompts merge). With one
+    pattern per prompt it must be ``num_patterns``.
+
+    >>> count_prompts(torch.tensor([[1], [1], [2], [2]]), None, 1, False)
+    2
+    >>> count_prompts(torch.tensor([[1], [2], [3]]), None, 2, True, "RegexProcessor")
+    Traceback (most recent call last):
+    ...
+    hf_constrained.errors.GenerationConflictError: RegexProcessor got 2 patterns but generate() was given 3 prompts (3 rows); pass exactly one pattern per prompt
+    """
+    rows = input_ids.shape[0]
+    if config is not None:
+        # generate() expands each prompt into num_beams rows (beam search)
+        # or num_return_sequences rows (everything else), consecutively.
+        beams = int(getattr(config, "num_beams", 1) or 1)
+        expand = beams if beams > 1 else int(getattr(config, "num_return_sequences", 1) or 1)
+        n = rows // expand if rows % expand == 0 else None
+    else:
+        same = (input_ids[1:] == input_ids[:-1]).all(1).cpu().numpy()
+        n = 1 + int((~same).sum())
+    if per_prompt:
+        if n is not None and n != num_patterns:
+            raise GenerationConflictError(
+                f"{owner} got {num_patterns} patterns but generate() was given "
+                f"{n} prompts ({rows} rows); pass exactly one pattern per prompt")
+        if rows % num_patterns:
+            raise GenerationConflictError(
+                f"{owner} got {num_patterns} patterns but generate() has {rows} rows, "
+                "which is not a multiple; pass exactly one pattern per prompt")
+        return num_patterns
+    return n if n else 1
+
+
+class Record:
+    """What ``decode()`` needs of a call once it is over (small: no per-step state).
+
+    ``prompt_ids`` are the call's first ``input_ids`` (rows x prompt_len, on
+    the call's device); ``prompt_starts`` the start state of each prompt;
+    ``max_len`` the longest ``input_ids`` seen (an output is at most one token longer).
+    """
+
+    __slots__ = ("prompt_ids", "prompt_len", "num_prompts", "prompt_starts", "max_len", "weights", "__weakref__")
+
+    def __init__(self, prompt_ids: torch.Tensor, num_prompts: int, prompt_starts: np.ndarray):
+        self.prompt_ids = prompt_ids
+        self.prompt_len = prompt_ids.shape[1]
+        self.num_prompts = num_prompts
+        self.prompt_starts = prompt_starts
+        self.max_len = self.prompt_len
+        self.weights = None  # a weights.WeightTracker with track_weights=True (issue 14)
+
+    def matches(self, seqs: torch.Tensor) -> bool:
+        """Could ``seqs`` (an output of generate()) come from this call? Its prompt
+        columns must equal this call's prompts, group by group, exactly."""
+        rows, width = seqs.shape
+        p, n = self.prompt_len, self.num_prompts
+        if not (p < width <= self.max_len + 1) or rows % n:
+            return False
+        head = seqs[:, :p].to(self.prompt_ids.device)
+        if rows == self.prompt_ids.shape[0]:
+            return bool(torch.equal(head, self.prompt_ids))
+        if self.prompt_ids.shape[0] % n:
+            return False
+        firsts = self.prompt_ids.view(n, -1, p)[:, :1]  # beam search returns fewer rows
+        return bool((head.view(n, -1, p) == firsts).all())
+
+    def row_starts(self, rows: int, num_prompts: int) -> np.ndarray:
+        """Start state of each of ``rows`` output rows split into ``num_prompts`` prompts."""
+        if len(self.prompt_starts) == num_prompts:
+            return self.prompt_starts[np.arange(rows) // (rows // num_prompts)]
+        if len(np.unique(self.prompt_starts)) == 1:
+            return np.full(rows, self.prompt_starts[0], dtype=np.int64)
+        raise GenerationConflictError(
+            f"num_prompts={num_prompts} does not match the {len(self.prompt_starts)} prompts, "
+            "each with its own pattern, of this call; pass the number of prompts you gave generate()")
+
+
+class Run:
+    """Tracking state of one generate() call.
+
+    ``hist[g] = (parent row in hist[g-1] or -1, state)`` for generated length ``g``.
+    """
+
+    def __init__(self, constraint, input_ids: torch.Tensor, config, *, num_prompts: int,
+                 per_prompt: bool = False, inplace: bool = False, length_guards=(), banning=()):
+        self.constraint = constraint
+        self.config_ref = weakref.ref(config) if config is not None else None
+        rows, length = input_ids.shape
+        self.rows, self.prompt_len, self.num_prompts = rows, length, num_prompts
+        starts = np.asarray(constraint.starts, dtype=np.int64)
+        prompt_starts = starts if per_prompt else np.repeat(starts[:1], num_prompts)
+        if per_prompt:  # count_prompts checked that the rows split evenly
+            self.start_states = prompt_starts[np.arange(rows) // (rows // num_prompts)].astype(np.int64)
+        else:
+            self.start_states = np.full(rows, starts[0], dtype=np.int64)
+        self.record = Record(input_ids.clone(), num_prompts, prompt_starts)
+        self.hist = [(None, self.start_states.copy())]
+        self.last_ids = input_ids.clone()
+        self.last_hash = None
+        self.inplace = inplace
+        # Min-length processors only ban EOS: their conflicts are checked exactly
+        # on the host. Any other banning processor needs a look at the scores.
+        self.length_guards = list(length_guards)
+        self.banning = list(banning)
+        self.only_banned: dict = {}  # (state, banned ids) -> every allowed token is banned
+        self.weights = None  # weights.WeightTracker (track_weights=True, issue 14)
+        self.w_step = None  # (log-weights so far on the device, host parent rows, host last tokens)
+
+    @property
+    def prompt_ids(self) -> torch.Tensor:
+        return self.record.prompt_ids
+
+    def continues(self, input_ids: torch.Tensor) -> bool:
+        """Shape test: can ``input_ids`` be a later step of this call?"""
+        rows, length = input_ids.shape
+        return (rows == self.rows and self.prompt_len < length <= self.last_ids.shape[1] + 1
+                and input_ids.device == self.last_ids.device)
+
+    def close(self) -> None:
+        """The call is over: keep only what ``tracked_states()`` reports."""
+        self.hist = self.hist[-1:]
+        self.only_banned = {}
+
+    def _record(self, g: int, parents: np.ndarray, states: np.ndarray, input_ids: torch.Tensor):
+        """Remember the rows of the call at generated length ``g`` (forgetting longer ones)."""
+        del self.hist[g:]
+        while len(self.hist) < g:  # lengths never seen: unknown ancestry
+            self.hist.append((np.full(self.rows, -1), np.full(self.rows, UNKNOWN)))
+        self.hist.append((parents, states))
+        self.last_ids = input_ids.clone()
+        self.last_hash = None  # hash of last_ids, set by the caller when it has it
+        self.record.max_len = max(self.record.max_len, input_ids.shape[1])
+
+    def ancestors(self, parent: np.ndarray, k: int, rows: bool = False) -> np.ndarray:
+        """States at generated length ``k`` of the previous step's rows ``parent``
+        (``rows=True``: their row indices at ``k``, -1 if unknown)."""
+        idx = parent.copy()
+        for j in range(len(self.hist) - 1, k, -1):
+            par = self.hist[j][0]
+            if par is None:
+                return np.full(len(idx), -1 if rows else UNKNOWN)
+            bad = idx < 0
+            idx = np.where(bad, -1, par[np.where(bad, 0, idx)])
+        if rows:
+            return idx
+        states = self.hist[k][1]
+        return np.where(idx < 0, UNKNOWN, states[np.where(idx < 0, 0, idx)])
+
+    def advance(self, input_ids: torch.Tensor) -> np.ndarray:
+        """States of the rows of ``input_ids``, a later step of this call."""
+        rows, length = input_ids.shape
+        p = self.prompt_len
+        k = length - 1 - p
+        prev = self.last_ids
+        if k > prev.shape[1] - p:
+            if self.weights is not None:  # no parents: weights unknown
+                self.w_step = (torch.full((rows,), float("nan"), device=input_ids.device), None, None)
+            return self.from_scratch(input_ids, np.ones(rows, bool), np.zeros(rows, np.int64))
+        pw = _powers(length, input_ids.device)
+        new_prefix = input_ids[:, : length - 1]
+        old_prefix = prev[:, : length - 1]
+        hn = _hash(new_prefix, pw)
+        # usual step: the new prefix is the whole previous step, whose hash we kept
+        hp = self.last_hash if length - 1 == prev.shape[1] and self.last_hash is not None else _hash(old_prefix, pw)
+        eq = hn[:, None] == hp[None, :]
+        ar = torch.arange(rows, device=input_ids.device)
+        same = torch.zeros(rows, dtype=torch.bool, device=input_ids.device)
+        m = min(rows, prev.shape[0])
+        same[:m] = eq[ar[:m], ar[:m]]
+        parent = torch.where(same, ar, eq.to(torch.int8).argmax(1))
+        verified = eq.any(1) & (new_prefix == old_prefix[parent]).all(1)
+        usual = prev.shape[1] == length - 1
+        w_base = self.weights.carry(k + 1, parent, verified) if self.weights is not None and usual else None
+        packet = torch.cat([parent, verified.long(), input_ids[:, -1]]).cpu().numpy()
+        parent_h, ver_h, last_h = packet[:rows], packet[rows: 2 * rows].astype(bool), packet[2 * rows:]
+        anc = self.ancestors(np.where(ver_h, parent_h, -1), k)
+        unknown = anc == UNKNOWN
+        if self.weights is not None:
+            self._carry_weights(w_base, k, np.where(ver_h, parent_h, -1), unknown, usual, last_h)
+        states = self.constraint.advance(np.where(unknown, DEAD, anc), last_h)
+        if unknown.any():
+            states = self.from_scratch(input_ids, unknown, states, record=False)
+        self._record(k + 1, np.where(unknown, -1, parent_h), states, input_ids)
+        self.last_hash = hn + input_ids[:, -1] * pw[length - 1]
+        return states
+
+    def _carry_weights(self, w_base, k: int, parent: np.ndarray, unknown: np.ndarray, usual: bool, last_h):
+        """Log-weights so far of this step's rows (issue 14): device-gathered along the
+        parents on the usual step; on a rollback, from the rows of the step at ``k``."""
+        w_rows = np.where(unknown, -1, parent if usual else self.ancestors(parent, k, rows=True))
+        if w_base is None:  # rollback (assisted decoding): rows found on the host
+            w_base = self.weights.rollback_base(k + 1, w_rows)
+        elif unknown.any():  # rare: ancestry lost, weight unknown
+            w_base = torch.where(torch.from_numpy(~unknown).to(w_base.device), w_base, float("nan"))
+        self.w_step = (w_base, w_rows, last_h)
+
+    def from_scratch(self, input_ids, which: np.ndarray, states: np.ndarray, record: bool = True) -> np.ndarray:
+        """Recompute the state of rows ``which`` from their generated tokens (rare path)."""
+        rows, length = input_ids.shape
+        idx = np.nonzero(which)[0]
+        gen = input_ids[torch.from_numpy(idx).to(input_ids.device), self.prompt_len:].cpu().numpy()
+        states = states.copy()
+        states[idx] = self.constraint.walk(self.start_states[idx], gen)
+        if record:
+            self._record(length - self.prompt_len, np.full(rows, -1), states, input_ids)
+        return states
+
+    def states_from_tokens(self, input_ids: torch.Tensor) -> np.ndarray:
+        """Every row's state recomputed from scratch from its generated tokens."""
+        gen = input_ids[:, self.prompt_len:].cpu().numpy()
+        return self.constraint.walk(self.start_states[: gen.shape[0]], gen)
+
+
+class Calls:
+    """The runs of one processor: finds (or starts) the run of each processor call,
+    and the call an output came from.
+
+    Thread-safe; a lock guards the run tables, never a step's work.
+    ``keep`` bounds the records kept for ``decode()`` and the runs tracked by tokens.
+    """
+
+    def __init__(self, keep: int = 256, keep_by_tokens: int = 32):
+        self._lock = threading.Lock()
+        self._live: dict = {}  # id(GenerationConfig) -> Run, dropped when the config dies
+        self._by_tokens: collections.deque = collections.deque(maxlen=keep_by_tokens)
+        self._records: collections.deque = collections.deque(maxlen=keep)
+        self._local = threading.local()  # .last: the last run this thread touched
+        self._last = None  # weakref to the last run any thread started
+
+    def run_for(self, input_ids: torch.Tensor, config, make):
+        """``(run, is_new)`` for this processor call; ``make()`` builds a new run."""
+        if config is not None:
+            key = id(config)
+            run = self._live.get(key)
+            if run is not None and run.config_ref() is config and run.continues(input_ids):
+                self._local.last = run
+                return run, False
+            run = make()
+            with self._lock:
+                old = self._live.get(key)
+                if old is not None:
+                    old.close()
+                self._live[key] = run
+                self._records.append(run.record)
+            weakref.finalize(config, self._close, key, weakref.ref(run))
+        else:
+            with self._lock:
+                candidates = [r for r in reversed(self._by_tokens) if r.continues(input_ids)]
+            for run in candidates:
+                if torch.equal(input_ids[:, : run.prompt_len], run.prompt_ids):
+                    self._local.last = run
+                    return run, False
+            run = make()
+            with self._lock:
+                if len(self._by_tokens) == self._by_tokens.maxlen:
+                    self._by_tokens[0].close()
+                self._by_tokens.append(run)
+                self._records.append(run.record)
+        self._local.last = run
+        self._last = weakref.ref(run)
+        return run, True
+
+    def _close(self, key: int, run_ref) -> None:
+        with self._lock:
+            run = run_ref()
+            if run is not None and self._live.get(key) is run:
+                del self._live[key]
+            if run is not None:
+                run.close()
+
+    def last(self):
+        """The last run this thread took part in (else the last one started), or None."""
+        run = getattr(self._local, "last", None)
+        if run is None and self._last is not None:
+            run = self._last()
+        return run
+
+    def find(self, seqs: torch.Tensor, num_prompts=None) -> Record:
+        """The record of the call ``seqs`` came from; a clear error when none or
+        several calls that would decode it differently match."""
+        with self._lock:
+            records = list(reversed(self._records))
+        if not records:
+            raise GenerationConflictError("decode() needs a generate() call that used this processor first")
+        found, ways = [], {}
+        for rec in records:
+            n = int(num_prompts) if num_prompts is not None else rec.num_prompts
+            if rec.matches(seqs):
+                found.append(rec)
+                ways.setdefault((rec.prompt_len, n, tuple(rec.prompt_starts.tolist())), rec)
+        if not found:
+            raise GenerationConflictError(
+                f"this output ({seqs.shape[0]} rows x {seqs.shape[1]} tokens) matches none of the last "
+                f"{len(records)} generate() calls on this processor (their prompt columns differ, or "
+                "it is longer than those calls ran); pass the exact output of a generate() call that "
+                "used this processor")
+        if len(ways) > 1:
+            desc = "; ".join(f"prompt length {p}, {n} prompts" for p, n, _ in ways)
+            raise GenerationConflictError(
+                f"this output matches {len(found)} generate() calls on this processor that would "
+                f"decode it differently ({desc}): pass num_prompts= with the number of prompts you "
+                "gave generate(), or use one processor per such call")
+        return found[0]
