@@ -166,11 +166,33 @@ def _setting_name(p) -> str:
 
 
 # ---------------------------------------------------------------- per step (device)
+_CHUNK = 1 << 22  # CPU: elements per temporary (16 MB), below glibc's largest mmap threshold
+
+
+def _lse(scores: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Row-wise ``logsumexp(scores / temperature)``, as ``max(s) - max(log_softmax(s))``.
+
+    The fused ``log_softmax`` kernel is 3-4x faster on CPU than
+    ``torch.logsumexp``, which takes a slow path on the ``-inf`` of masked
+    scores; the two maxima are cheap reductions. Exact up to float32 rounding
+    of the maximum (about 1e-6 for logits near 30). On CPU the rows go in
+    chunks so that the temporaries are reused instead of page-faulted in.
+    """
+    rows, width = scores.shape
+    step = rows if scores.device.type != "cpu" else max(1, _CHUNK // max(width, 1))
+    parts = []
+    for i in range(0, rows, step):
+        s = scores[i: i + step].float()
+        if temperature != 1.0:
+            s = s / temperature
+        parts.append(s.amax(-1) - torch.log_softmax(s, -1).amax(-1))
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
 def log_mass_before(scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """``logsumexp`` of each row of the scores the processor receives (call it
     before masking in place), at the folded-in ``temperature``."""
-    s = scores.float()
-    return torch.logsumexp(s if temperature == 1.0 else s / temperature, -1)
+    return _lse(scores, temperature)
 
 
 def log_mass(before: torch.Tensor, masked: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -180,9 +202,11 @@ def log_mass(before: torch.Tensor, masked: torch.Tensor, temperature: float = 1.
     >>> m = s.masked_fill(torch.tensor([[False, True, False]]), float("-inf"))
     >>> round(log_mass(log_mass_before(s), m).exp().item(), 4)
     0.7
+    >>> t = torch.log(torch.tensor([[0.5, 0.3, 0.2]])) * 2         # temperature 0.5 undoes the *2
+    >>> round(log_mass(log_mass_before(t, 2.0), t.masked_fill(m.isinf(), float("-inf")), 2.0).exp().item(), 4)
+    0.7
     """
-    s = masked.float()
-    return torch.logsumexp(s if temperature == 1.0 else s / temperature, -1) - before
+    return _lse(masked, temperature) - before
 
 
 class WeightTracker:
