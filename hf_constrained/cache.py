@@ -37,7 +37,11 @@ except ImportError:  # pragma: no cover
 
 
 def resolve_cache_dir(cache_dir=None) -> Path | None:
-    """The cache folder to use, or None when caching is off."""
+    """The cache folder to use, or None when caching is off.
+
+    >>> resolve_cache_dir("/tmp/x"), resolve_cache_dir(False)
+    (PosixPath('/tmp/x'), None)
+    """
     if cache_dir is False:
         return None
     if cache_dir is not None and cache_dir is not True:
@@ -52,7 +56,11 @@ def resolve_cache_dir(cache_dir=None) -> Path | None:
 
 
 def digest(*parts) -> str:
-    """Stable hex key for strings/bytes/ints/lists (with the format version mixed in)."""
+    """Stable hex key for strings/bytes/ints/lists (with the format version mixed in).
+
+    >>> digest("index", [1, 2]) == digest("index", [1, 2]) != digest("index", [2, 1])
+    True
+    """
     h = hashlib.sha256(f"hf_constrained-cache-v{FORMAT_VERSION}".encode())
     for p in parts:
         if isinstance(p, (bytes, bytearray, memoryview)):
@@ -67,7 +75,13 @@ def digest(*parts) -> str:
 
 
 def save(path: Path, key: str, arrays: dict) -> bool:
-    """Atomically write ``arrays`` under ``key``. Returns False if the disk refused."""
+    """Atomically write ``arrays`` under ``key``. Returns False if the disk refused.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "x.npz"
+    >>> save(path, "k", {"a": np.arange(3)}), load(path, "k")["a"].tolist(), load(path, "other")
+    (True, [0, 1, 2], None)
+    """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,7 +100,11 @@ def save(path: Path, key: str, arrays: dict) -> bool:
 
 
 def load(path: Path, key: str) -> dict | None:
-    """Arrays stored under ``key`` at ``path``, or None if absent/corrupt/foreign."""
+    """Arrays stored under ``key`` at ``path``, or None if absent/corrupt/foreign.
+
+    >>> load(Path("/nonexistent/x.npz"), "k") is None
+    True
+    """
     try:
         with np.load(path, allow_pickle=False) as z:
             header = json.loads(bytes(z["__header__"]).decode())
@@ -99,7 +117,13 @@ def load(path: Path, key: str) -> dict | None:
 
 @contextlib.contextmanager
 def locked(path: Path):
-    """Exclusive advisory lock on ``path.lock``; yields True if we had to wait."""
+    """Exclusive advisory lock on ``path.lock``; yields True if we had to wait.
+
+    >>> import tempfile
+    >>> with locked(Path(tempfile.mkdtemp()) / "x.npz") as waited:
+    ...     waited
+    False
+    """
     path = Path(path)
     if fcntl is None:
         yield False

@@ -107,6 +107,13 @@ class Constraint:
         cacheable: True when the mask of a state id never changes (the shell
             then keeps device-side masks per state id). An engine whose ids
             are not interned sets False and the shell asks every step.
+
+    >>> class Even(Constraint):         # state 1 forever: even ids only, EOS is 0
+    ...     starts, eos_token_ids, vocab_size = np.array([1]), np.array([0]), 10
+    ...     def allowed_ids(self, q):
+    ...         return np.arange(0, 10, 2, dtype=np.int32)
+    >>> Even().allowed_mask(1, 12).nonzero()[0].tolist()
+    [0, 2, 4, 6, 8]
     """
 
     starts: np.ndarray

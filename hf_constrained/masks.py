@@ -76,6 +76,12 @@ class MaskLayout:
     :meth:`apply` (mask a step's scores). Writers publish a row in ``row_of``
     only after its storage is written, so lock-free readers never see a
     half-built row.
+
+    >>> from hf_constrained import offline, RegexConstraint
+    >>> engine = RegexConstraint.from_tokenizer([r"[ab]+"], offline.local_tokenizer())
+    >>> masks = make_masks("sparse", engine, 1000, "cpu")
+    >>> masks.host_rows(np.array([0, -1, int(engine.starts[0])])).tolist()   # dead/finished share row 0
+    [0, 0, 1]
     """
 
     name = ""
@@ -130,7 +136,17 @@ class MaskLayout:
 
 
 class PackedMasks(MaskLayout):
-    """Packed banned bits per state, one gather + unpack + ``masked_fill`` per step."""
+    """Packed banned bits per state, one gather + unpack + ``masked_fill`` per step.
+
+    >>> from hf_constrained import offline, RegexConstraint
+    >>> tok = offline.local_tokenizer()
+    >>> engine = RegexConstraint.from_tokenizer([r"[ab]+"], tok)
+    >>> masks = PackedMasks(engine, len(tok), "cpu")
+    >>> banned = masks.banned(torch.tensor([0]))           # row 0: after EOS
+    >>> sorted(set(range(len(tok))) - set(banned[0].nonzero()[:, 0].tolist())) == sorted(
+    ...     {tok.eos_token_id, tok.pad_token_id})
+    True
+    """
 
     name = "packed"
 
@@ -169,6 +185,14 @@ class SparseMasks(MaskLayout):
     into flat score indices. Banned ids are set to -inf; for an allowed list
     the allowed scores are saved, the row is filled with -inf and the saved
     scores are written back.
+
+    >>> from hf_constrained import offline, RegexConstraint
+    >>> tok = offline.local_tokenizer()
+    >>> engine = RegexConstraint.from_tokenizer([r"a|b"], tok)
+    >>> masks = SparseMasks(engine, len(tok), "cpu")
+    >>> out = masks.apply(torch.zeros(1, len(tok)), engine.starts, inplace=True)
+    >>> tok.decode(torch.isfinite(out[0]).nonzero()[:, 0].tolist()), bool(masks.keep[1])  # an allowed list
+    ('ab', True)
     """
 
     name = "sparse"

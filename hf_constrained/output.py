@@ -129,7 +129,11 @@ class Generation:
 
 def generated_ids(seqs: torch.Tensor, prompt_len: int, eos_token_ids, pad_token_id=None) -> list:
     """Per output row: the generated ids up to and including the first EOS; a row
-    without EOS loses its trailing pad ids (generate() pads finished rows)."""
+    without EOS loses its trailing pad ids (generate() pads finished rows).
+
+    >>> generated_ids(torch.tensor([[7, 3, 2, 0], [7, 3, 0, 0]]), 1, eos_token_ids=[2], pad_token_id=0)
+    [[3, 2], [3]]
+    """
     eos = {int(e) for e in eos_token_ids}
     rows = []
     for row in seqs[:, prompt_len:].tolist():

@@ -7,11 +7,16 @@ parsed values shaped ``(samples, batch)`` like :meth:`RegexProcessor.decode`.
 A sample cut off by ``max_new_tokens`` comes back as a :class:`Truncated`
 marker instead of raising in the middle of the list.
 
+>>> from hf_constrained import offline
+>>> tok = offline.local_tokenizer()
+>>> model = offline.tiny_model(tok)
 >>> schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
->>> proc = JSONProcessor(schema, tokenizer)                   # doctest: +SKIP
->>> out = model.generate(**inputs, logits_processor=[proc], num_return_sequences=3)  # doctest: +SKIP
->>> proc.parse(out)                                           # doctest: +SKIP
-[{'ok': True}, {'ok': False}, Truncated(text='{"ok":tr')]
+>>> proc = JSONProcessor(schema, tok, cache_dir=False)
+>>> out = model.generate(**tok(["JSON:"], return_tensors="pt"), logits_processor=[proc],
+...                      do_sample=True, num_return_sequences=3, max_new_tokens=12)
+>>> values = proc.parse(out)          # e.g. [{'ok': True}, {'ok': False}, Truncated(text='{"ok":tr')]
+>>> all(v["ok"] in (True, False) if v else isinstance(v, Truncated) for v in values)
+True
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ class Truncated:
 
     ``text`` is the partial text (a valid prefix). It is falsy, so
     ``[v for v in values if v]`` keeps the complete ones.
+
+    >>> [v for v in [{"ok": True}, Truncated('{"o')] if v]
+    [{'ok': True}]
     """
 
     text: str
@@ -68,6 +76,15 @@ class JSONProcessor(_ParsingProcessor):
         **kwargs: passed to :class:`RegexProcessor` (``eos_token_id``, ``cache_dir``...).
 
     :meth:`parse` returns dicts (or Pydantic instances when a model class was given).
+
+    >>> from hf_constrained import offline
+    >>> tok = offline.local_tokenizer()
+    >>> proc = JSONProcessor([{"type": "integer"}, {"enum": ["a", "b"]}], tok, cache_dir=False)
+    >>> out = offline.tiny_model(tok).generate(**tok(["x", "y"], return_tensors="pt", padding=True),
+    ...                                        logits_processor=[proc], max_new_tokens=8)
+    >>> a, b = proc.parse(out)
+    >>> (not a or isinstance(a, int)) and (not b or b in ("a", "b"))
+    True
     """
 
     def __init__(self, schema_or_schemas, tokenizer, *, whitespace=None, **kwargs):
@@ -89,6 +106,14 @@ class ChoiceProcessor(_ParsingProcessor):
 
     ``choices_or_per_prompt_choices`` is a list of strings for every prompt, or
     a list of such lists, one per prompt. :meth:`parse` returns the chosen strings.
+
+    >>> from hf_constrained import offline
+    >>> tok = offline.local_tokenizer()
+    >>> proc = ChoiceProcessor(["Paris", "London", "Tokyo"], tok, cache_dir=False)
+    >>> out = offline.tiny_model(tok).generate(**tok(["City:"], return_tensors="pt"), logits_processor=[proc],
+    ...                                        num_beams=3, num_return_sequences=3, max_new_tokens=8)
+    >>> set(proc.parse(out)) <= {"Paris", "London", "Tokyo"}
+    True
     """
 
     def __init__(self, choices_or_per_prompt_choices, tokenizer, **kwargs):

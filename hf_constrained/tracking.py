@@ -119,10 +119,16 @@ class Record:
 
     ``prompt_ids`` are the call's first ``input_ids`` (rows x prompt_len, on
     the call's device); ``prompt_starts`` the start state of each prompt;
-    ``max_len`` the longest ``input_ids`` seen (an output is at most one token longer).
+    ``max_len`` the longest ``input_ids`` seen (an output is at most one token longer);
+    ``last_hash`` the row hashes of the last ``input_ids`` (see :meth:`identifies`).
+
+    >>> rec = Record(torch.tensor([[5, 6], [5, 6]]), 1, np.array([1]))
+    >>> rec.matches(torch.tensor([[5, 6, 7], [5, 6, 8]])), rec.matches(torch.tensor([[5, 9, 7], [5, 6, 8]]))
+    (True, False)
     """
 
-    __slots__ = ("prompt_ids", "prompt_len", "num_prompts", "prompt_starts", "max_len", "weights", "__weakref__")
+    __slots__ = ("prompt_ids", "prompt_len", "num_prompts", "prompt_starts", "max_len", "last_hash",
+                 "hash_len", "weights", "__weakref__")
 
     def __init__(self, prompt_ids: torch.Tensor, num_prompts: int, prompt_starts: np.ndarray):
         self.prompt_ids = prompt_ids
@@ -130,7 +136,20 @@ class Record:
         self.num_prompts = num_prompts
         self.prompt_starts = prompt_starts
         self.max_len = self.prompt_len
+        self.last_hash = None
+        self.hash_len = 0
         self.weights = None  # a weights.WeightTracker with track_weights=True (issue 14)
+
+    def identifies(self, seqs: torch.Tensor) -> bool:
+        """Are ``seqs`` this call's rows plus one token? (Sampling and greedy outputs:
+        rows are not reordered.) Compares 64-bit random-multiplier hashes of the rows
+        with the last step's, after :meth:`matches` compared the prompt columns exactly."""
+        rows, width = seqs.shape
+        h = self.last_hash
+        if h is None or rows != len(h) or width != self.hash_len + 1:
+            return False
+        head = seqs[:, : self.hash_len].to(h.device)
+        return bool(torch.equal(_hash(head, _powers(self.hash_len, h.device)), h))
 
     def matches(self, seqs: torch.Tensor) -> bool:
         """Could ``seqs`` (an output of generate()) come from this call? Its prompt
@@ -147,12 +166,20 @@ class Record:
         firsts = self.prompt_ids.view(n, -1, p)[:, :1]  # beam search returns fewer rows
         return bool((head.view(n, -1, p) == firsts).all())
 
+    def starts_for(self, num_prompts: int):
+        """Start state of each of ``num_prompts`` prompts (a tuple), or None when this
+        call's prompts, each with its own pattern, do not split that way."""
+        if len(self.prompt_starts) == num_prompts:
+            return tuple(self.prompt_starts.tolist())
+        if len(np.unique(self.prompt_starts)) == 1:
+            return (int(self.prompt_starts[0]),) * num_prompts
+        return None
+
     def row_starts(self, rows: int, num_prompts: int) -> np.ndarray:
         """Start state of each of ``rows`` output rows split into ``num_prompts`` prompts."""
-        if len(self.prompt_starts) == num_prompts:
-            return self.prompt_starts[np.arange(rows) // (rows // num_prompts)]
-        if len(np.unique(self.prompt_starts)) == 1:
-            return np.full(rows, self.prompt_starts[0], dtype=np.int64)
+        starts = self.starts_for(num_prompts)
+        if starts is not None:
+            return np.asarray(starts, dtype=np.int64)[np.arange(rows) // (rows // num_prompts)]
         raise GenerationConflictError(
             f"num_prompts={num_prompts} does not match the {len(self.prompt_starts)} prompts, "
             "each with its own pattern, of this call; pass the number of prompts you gave generate()")
@@ -162,6 +189,12 @@ class Run:
     """Tracking state of one generate() call.
 
     ``hist[g] = (parent row in hist[g-1] or -1, state)`` for generated length ``g``.
+
+    >>> from hf_constrained.constraint import Constraint
+    >>> class One(Constraint):
+    ...     starts, eos_token_ids, vocab_size = np.array([1]), np.array([0]), 4
+    >>> Run(One(), torch.tensor([[3, 3], [3, 3]]), None, num_prompts=1).start_states.tolist()
+    [1, 1]
     """
 
     def __init__(self, constraint, input_ids: torch.Tensor, config, *, num_prompts: int,
@@ -193,11 +226,14 @@ class Run:
     def prompt_ids(self) -> torch.Tensor:
         return self.record.prompt_ids
 
-    def continues(self, input_ids: torch.Tensor) -> bool:
-        """Shape test: can ``input_ids`` be a later step of this call?"""
+    def continues(self, input_ids: torch.Tensor, by_tokens: bool = True) -> bool:
+        """Shape test: can ``input_ids`` be a later step of this call? Tracked by
+        tokens, a step adds at most one token; within one GenerationConfig any
+        longer ``input_ids`` continue (rows whose ancestry is unknown are recomputed)."""
         rows, length = input_ids.shape
-        return (rows == self.rows and self.prompt_len < length <= self.last_ids.shape[1] + 1
-                and input_ids.device == self.last_ids.device)
+        if rows != self.rows or length <= self.prompt_len or input_ids.device != self.last_ids.device:
+            return False
+        return not by_tokens or length <= self.last_ids.shape[1] + 1
 
     def close(self) -> None:
         """The call is over: keep only what ``tracked_states()`` reports."""
@@ -211,7 +247,7 @@ class Run:
             self.hist.append((np.full(self.rows, -1), np.full(self.rows, UNKNOWN)))
         self.hist.append((parents, states))
         self.last_ids = input_ids.clone()
-        self.last_hash = None  # hash of last_ids, set by the caller when it has it
+        self.last_hash = self.record.last_hash = None  # hash of last_ids, set by the caller when it has it
         self.record.max_len = max(self.record.max_len, input_ids.shape[1])
 
     def ancestors(self, parent: np.ndarray, k: int, rows: bool = False) -> np.ndarray:
@@ -264,7 +300,8 @@ class Run:
         if unknown.any():
             states = self.from_scratch(input_ids, unknown, states, record=False)
         self._record(k + 1, np.where(unknown, -1, parent_h), states, input_ids)
-        self.last_hash = hn + input_ids[:, -1] * pw[length - 1]
+        self.last_hash = self.record.last_hash = hn + input_ids[:, -1] * pw[length - 1]
+        self.record.hash_len = length
         return states
 
     def _carry_weights(self, w_base, k: int, parent: np.ndarray, unknown: np.ndarray, usual: bool, last_h):
@@ -300,6 +337,14 @@ class Calls:
 
     Thread-safe; a lock guards the run tables, never a step's work.
     ``keep`` bounds the records kept for ``decode()`` and the runs tracked by tokens.
+
+    >>> calls = Calls()
+    >>> calls.last() is None
+    True
+    >>> calls.find(torch.zeros(1, 3))
+    Traceback (most recent call last):
+    ...
+    hf_constrained.errors.GenerationConflictError: decode() needs a generate() call that used this processor first
     """
 
     def __init__(self, keep: int = 256, keep_by_tokens: int = 32):
@@ -315,7 +360,7 @@ class Calls:
         if config is not None:
             key = id(config)
             run = self._live.get(key)
-            if run is not None and run.config_ref() is config and run.continues(input_ids):
+            if run is not None and run.config_ref() is config and run.continues(input_ids, by_tokens=False):
                 self._local.last = run
                 return run, False
             run = make()
@@ -365,12 +410,14 @@ class Calls:
             records = list(reversed(self._records))
         if not records:
             raise GenerationConflictError("decode() needs a generate() call that used this processor first")
-        found, ways = [], {}
-        for rec in records:
+        found = [rec for rec in records if rec.matches(seqs)]
+        if len(found) > 1:  # several calls with these prompts: the one whose rows these are
+            exact = [rec for rec in found if rec.identifies(seqs)]
+            found = exact or found
+        ways = {}
+        for rec in found:
             n = int(num_prompts) if num_prompts is not None else rec.num_prompts
-            if rec.matches(seqs):
-                found.append(rec)
-                ways.setdefault((rec.prompt_len, n, tuple(rec.prompt_starts.tolist())), rec)
+            ways.setdefault((rec.prompt_len, n, rec.starts_for(n) or id(rec)), rec)
         if not found:
             raise GenerationConflictError(
                 f"this output ({seqs.shape[0]} rows x {seqs.shape[1]} tokens) matches none of the last "

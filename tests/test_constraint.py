@@ -1,0 +1,153 @@
+"""A second engine, a finite set of token sequences written directly against the
+Constraint interface, driven by the unchanged shell (ConstrainedProcessor) through
+samples, beams, beam sampling and assisted generation, with both mask layouts."""
+
+import numpy as np
+import pytest
+import torch
+
+from hf_constrained import ConstrainedProcessor, Constraint
+from hf_constrained.constraint import DEAD, FINISHED
+from hf_constrained.offline import tiny_model
+
+FRUIT = ["apple", "banana split", "cherry", "kiwi kiwi kiwi"]
+CITIES = ["Paris", "Rome", "New York", "Tokyo"]
+
+
+class Words(Constraint):
+    """One of a few token-id sequences per start (one start per word list), then EOS."""
+
+    def __init__(self, lists, eos, pad, vocab_size):
+        self.prefix_of = {}  # state -> (list index, token prefix)
+        self.state_of = {}
+        self.words = set()
+        for i, seqs in enumerate(lists):
+            self._state((i, ()))
+            for s in seqs:
+                for k in range(1, len(s) + 1):
+                    self._state((i, tuple(s[:k])))
+                self.words.add((i, tuple(s)))
+        self.starts = np.array([self.state_of[(i, ())] for i in range(len(lists))], dtype=np.int64)
+        self.eos_token_ids = np.array([eos])
+        self.pad_token_id = pad
+        self.vocab_size = vocab_size
+        self.eos = eos
+
+    def _state(self, key):
+        if key not in self.state_of:
+            self.state_of[key] = len(self.state_of) + 1
+            self.prefix_of[self.state_of[key]] = key
+        return self.state_of[key]
+
+    def accepting(self, states):
+        return np.array([self.prefix_of.get(int(q)) in self.words for q in states], dtype=bool)
+
+    def advance(self, states, tokens):
+        out = []
+        for q, t in zip(np.asarray(states).tolist(), np.asarray(tokens).tolist()):
+            if q == FINISHED:
+                out.append(FINISHED)
+            elif q > 0 and t == self.eos:
+                out.append(FINISHED if self.prefix_of[q] in self.words else DEAD)
+            elif q > 0:
+                i, p = self.prefix_of[q]
+                out.append(self.state_of.get((i, p + (t,)), DEAD))
+            else:
+                out.append(DEAD)
+        return np.array(out, dtype=np.int64)
+
+    def allowed_ids(self, q):
+        if q == FINISHED:
+            return np.array(sorted({self.eos, self.pad_token_id}), dtype=np.int32)
+        if q <= 0:
+            return np.array([self.eos], dtype=np.int32)
+        i, p = self.prefix_of[q]
+        nxt = {k[1][-1] for k in self.state_of if k[0] == i and len(k[1]) == len(p) + 1 and k[1][:-1] == p}
+        if (i, p) in self.words:
+            nxt.add(self.eos)
+        return np.array(sorted(nxt), dtype=np.int32)
+
+
+def words(tok, *lists, cacheable=True):
+    enc = [[tok.encode(w, add_special_tokens=False) for w in ws] for ws in lists]
+    w = Words(enc, tok.eos_token_id, tok.pad_token_id, len(tok))
+    w.cacheable = cacheable
+    return w
+
+
+MODES = {
+    "samples": dict(do_sample=True, num_return_sequences=5),
+    "beams": dict(num_beams=3, num_return_sequences=2),
+    "beam-sampling": dict(num_beams=3, do_sample=True, num_return_sequences=3),
+    "greedy": dict(do_sample=False),
+}
+
+
+@pytest.mark.parametrize("layout", ["packed", "sparse"])
+@pytest.mark.parametrize("mode", list(MODES))
+def test_word_engine_under_the_shell(local_tok, local_model, layout, mode):
+    proc = ConstrainedProcessor(words(local_tok, FRUIT, CITIES), local_tok, mask_layout=layout)
+    assert proc.per_prompt
+    torch.manual_seed(0)
+    out = local_model.generate(**local_tok(["Fruit:", "City:"], return_tensors="pt", padding=True),
+                               logits_processor=[proc], max_new_tokens=20, **MODES[mode])
+    gens = proc.generations(out)
+    assert [g.prompt_index for g in gens] == [0, 1]
+    finished = 0
+    for g, allowed in zip(gens, (FRUIT, CITIES)):
+        assert len(g.sequences) == MODES[mode].get("num_return_sequences", 1)
+        for s in g.sequences:
+            if s.finished:
+                finished += 1
+                assert s.text in allowed, (s.text, allowed)
+            else:  # cut off by max_new_tokens: a prefix of a word
+                assert any(w.startswith(s.text) for w in allowed), (s.text, allowed)
+    assert finished >= 2
+    ids, tracked = proc.tracked_states()
+    assert np.array_equal(tracked, proc.states_from_tokens(ids))
+
+
+def test_word_engine_assisted(local_tok, local_model):
+    assistant = tiny_model(local_tok, "llama", seed=7)
+    proc = ConstrainedProcessor(words(local_tok, FRUIT + CITIES), local_tok)
+    for sample in (False, True):
+        torch.manual_seed(1)
+        out = local_model.generate(**local_tok(["Say:"], return_tensors="pt"), logits_processor=[proc],
+                                   assistant_model=assistant, do_sample=sample, max_new_tokens=20)
+        assert proc.generations(out)[0].sequences[0].finished
+        assert proc.decode(out) in FRUIT + CITIES
+        ids, tracked = proc.tracked_states()
+        assert np.array_equal(tracked, proc.states_from_tokens(ids))
+
+
+def test_uncacheable_engine_gets_fresh_masks(local_tok, local_model):
+    """cacheable=False: the shell keeps no per-state mask table and asks every step."""
+    engine = words(local_tok, CITIES, cacheable=False)
+    asked = []
+    real = engine.allowed_mask
+    engine.allowed_mask = lambda q, w: asked.append(q) or real(q, w)
+    proc = ConstrainedProcessor(engine, local_tok, mask_layout="sparse")
+    out = local_model.generate(**local_tok(["City:"], return_tensors="pt"), logits_processor=[proc],
+                               do_sample=True, num_return_sequences=3, max_new_tokens=8)
+    assert all(any(c.startswith(t) for c in CITIES) for t in proc.decode(out))
+    assert asked.count(FINISHED) > 1 and proc._tables == {}
+
+
+def test_base_class_defaults(local_tok):
+    w = words(local_tok, ["Paris"])
+    paris = local_tok.encode("Paris", add_special_tokens=False)
+    eos, pad = local_tok.eos_token_id, local_tok.pad_token_id
+    # walk: -1 pads a short row; finished rows stay finished, live rows die
+    seqs = np.array([paris + [eos, pad], paris[:1] + [-1] * (len(paris) + 1)])
+    assert w.walk(w.starts[[0, 0]], seqs).tolist() == [FINISHED, DEAD]
+    width = len(local_tok) + 5
+    mask = w.allowed_mask(int(w.starts[0]), width)
+    assert mask.nonzero()[0].tolist() == [paris[0]] and mask.shape == (width,)
+    bits = np.unpackbits(w.banned_bits(int(w.starts[0]), width), bitorder="little")[:width]
+    assert np.array_equal(bits.astype(bool), ~mask)
+    assert set(w.allowed_ids(FINISHED).tolist()) == {eos, pad}
+    with pytest.raises(NotImplementedError):
+        w.successors(1)
+    assert w.cache_key() is None and w.import_state({}) is False and w.export_state() == {}
+    with pytest.raises(NotImplementedError):
+        Constraint().advance(np.zeros(1), np.zeros(1))
