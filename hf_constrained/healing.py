@@ -114,8 +114,18 @@ def heal_count(vocab: Vocabulary, ids, protect: int = 0) -> int:
 def template_tail(tokenizer) -> bytes:
     """The plain text (UTF-8) the tokenizer's chat template appends as its
     generation prompt (``add_generation_prompt=True``) after its last special
-    token, or b"" without a chat template. E.g. ``"assistant\\n"`` for
-    ``"<|im_start|>assistant\\n"``."""
+    token, or b"" without a chat template.
+
+    >>> import copy
+    >>> from hf_constrained import offline
+    >>> tok = copy.deepcopy(offline.local_tokenizer())
+    >>> template_tail(tok)
+    b''
+    >>> tok.chat_template = ("{% for m in messages %}<|endoftext|>{{ m['content'] }}{% endfor %}"
+    ...                      "{% if add_generation_prompt %}<|endoftext|>Assistant: {% endif %}")
+    >>> template_tail(tok)
+    b'Assistant: '
+    """
     if not getattr(tokenizer, "chat_template", None):
         return b""
     msgs = [{"role": "user", "content": "x"}]
@@ -159,6 +169,12 @@ class HealedInputs:
     ``generate()`` (``inputs`` gives both as a dict). ``prefixes``: per prompt,
     the text that was removed and that generation must regenerate first.
     ``prefix_bytes``: the same as bytes. ``dropped``: tokens removed per prompt.
+
+    >>> h = HealedInputs(torch.tensor([[5]]), torch.tensor([[1]]), [" J"], [b" J"], [1])
+    >>> h.patterns("(ohn|ane)")
+    ['\\\\ J(?:(ohn|ane))']
+    >>> h.cut([None, b" J", b"ohn", b" Jo", b"hn"], [[1, 2], [3, 4], [1]], 3)   # per row: text after the prompt
+    ['ohn', 'ohn', '']
     """
 
     input_ids: torch.Tensor

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .output import Generation, Sequence
+from .output import Generation, Sequence  # noqa: F401 (Sequence: the module example)
 
 # Processors after ours that leave the sampling distribution unchanged.
 _NO_OP_AFTER = {"LogitNormalization"}
@@ -223,6 +223,19 @@ class WeightTracker:
     The shell calls :meth:`carry` (device-only gather along its device parent
     index), :meth:`add` after masking, and :meth:`record` once the host knows
     the parents.
+
+    Two rows, two steps; at the second step beam search swapped them::
+
+        >>> tr = WeightTracker(2, "cpu", WeightSetting(True))
+        >>> s0 = torch.log(torch.tensor([[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]]))
+        >>> m0 = s0.clone(); m0[:, 1] = float("-inf")            # token 1 banned: Z = 0.5
+        >>> tr.record(0, tr.add(torch.zeros(2), log_mass_before(s0), m0, np.array([True, True])), None, None)
+        >>> base = tr.carry(1, torch.tensor([1, 0]), torch.tensor([True, True]))
+        >>> s1 = torch.log(torch.tensor([[0.25, 0.75, 0.0], [0.9, 0.1, 0.0]]))
+        >>> m1 = s1.clone(); m1[:, 1] = float("-inf")            # Z = 0.25 and 0.9
+        >>> tr.record(1, tr.add(base, log_mass_before(s1), m1, np.array([True, True])), [1, 0], [0, 0])
+        >>> [round(math.exp(w), 3) for w in tr.lookup([[0, 2], [0, 2]], 2)]   # 0.5 * 0.25 (row 0 at step 1)
+        [0.125, 0.125]
     """
 
     def __init__(self, rows: int, device, setting: WeightSetting | None = None):
@@ -370,4 +383,4 @@ def resample(generations: list, k: int, seed=None) -> list:
 
 
 __all__ = ["WeightSetting", "weight_setting", "log_mass", "log_mass_before", "WeightTracker",
-           "normalized_weights", "effective_sample_size", "resample", "Sequence"]
+           "normalized_weights", "effective_sample_size", "resample"]

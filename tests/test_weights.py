@@ -11,7 +11,6 @@ from hf_constrained.
 
 from __future__ import annotations
 
-import doctest
 import math
 import re
 import warnings
@@ -24,7 +23,6 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
 from transformers.modeling_outputs import CausalLMOutput
 
-import hf_constrained.weights as weights_mod
 from hf_constrained import RegexProcessor, resample
 from hf_constrained.weights import effective_sample_size, normalized_weights
 
@@ -326,7 +324,3 @@ def test_errors_and_defaults():
     out = model.generate(input_ids=bos, logits_processor=[proc], do_sample=True, top_k=0, max_new_tokens=2)
     with pytest.raises(ValueError, match="none of its 1 sequences finished"):
         resample(proc.generations(out), 3)
-
-
-def test_doctests():
-    assert doctest.testmod(weights_mod).failed == 0
