@@ -23,6 +23,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
 from transformers.modeling_outputs import CausalLMOutput
 
+import hf_constrained.weights as weights_mod
 from hf_constrained import RegexProcessor, resample
 from hf_constrained.weights import effective_sample_size, normalized_weights
 
@@ -324,3 +325,35 @@ def test_errors_and_defaults():
     out = model.generate(input_ids=bos, logits_processor=[proc], do_sample=True, top_k=0, max_new_tokens=2)
     with pytest.raises(ValueError, match="none of its 1 sequences finished"):
         resample(proc.generations(out), 3)
+
+
+@pytest.mark.parametrize("sample", [False, True])
+def test_weights_follow_assisted_decoding_rollbacks(local_tok, local_model, sample, monkeypatch):
+    """Prompt-lookup decoding calls the processor on draft positions and rolls
+    rejected ones back; each log_weight still equals the sum over the kept
+    tokens of log(mass of the allowed tokens) from one forward pass."""
+    pattern = r"(the|quick|brown|fox| )+"
+    proc = RegexProcessor(pattern, local_tok, track_weights=True, cache_dir=False)
+    inputs = local_tok(["the quick brown fox the quick brown fox"], return_tensors="pt")
+    rollbacks = []
+    original = weights_mod.WeightTracker.rollback_base
+    monkeypatch.setattr(weights_mod.WeightTracker, "rollback_base",
+                        lambda self, *a: rollbacks.append(a) or original(self, *a))
+    torch.manual_seed(0)
+    out = local_model.generate(**inputs, logits_processor=[proc], prompt_lookup_num_tokens=3, max_new_tokens=12,
+                               **(dict(do_sample=True, top_k=0) if sample else {}))
+    assert rollbacks  # the rare path was taken
+    g = proc.generations(out)[0]
+    assert "assisted decoding" in " ".join(g.weight_setting.reasons)
+    p_len = inputs["input_ids"].shape[1]
+    with torch.no_grad():
+        logp = torch.log_softmax(local_model(out).logits.double(), -1)[0]
+    c = proc.constraint
+    for s in g.sequences:
+        assert len(s.token_ids) > 3
+        state, expected = c.starts[:1], 0.0
+        for t, tok_id in enumerate(s.token_ids):
+            allowed = torch.from_numpy(c.allowed_ids(int(state[0])).astype(np.int64))
+            expected += float(torch.logsumexp(logp[p_len + t - 1][allowed], 0))
+            state = c.advance(state, np.array([tok_id]))
+        assert s.log_weight == pytest.approx(expected, abs=1e-3)
