@@ -147,7 +147,9 @@ def test_generation_with_healing_matches_after_the_original_prompt(family, mode,
                              max_new_tokens=16)
         per = 2
     _check_outputs(tok, proc, orig, inputs, out, patterns, per)
-    assert all(s.log_weight is not None for g in proc.generations(out) for s in g.sequences)
+    seqs = [s for g in proc.generations(out) for s in g.sequences]
+    assert all(s.log_weight is not None and s.log_weight < 0 for s in seqs if s.finished)
+    assert all(not (s.log_weight > 1e-6) for s in seqs)  # a mass is at most 1 (nan only if untracked)
 
 
 def test_heal_needs_opt_in_and_a_heal_call(deepseek, deepseek_model):
