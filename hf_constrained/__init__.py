@@ -33,6 +33,7 @@ from .regex_constraint import RegexConstraint
 from .json_schema import SchemaError, choice_regex, schema_to_regex
 from .structured import ChoiceProcessor, JSONProcessor, Truncated
 from .grammar import GrammarConstraint, GrammarError, GrammarLimitError, GrammarProcessor
+from .weights import resample
 
 __version__ = "0.1.0"
 
@@ -54,6 +55,7 @@ __all__ = [
     "reshape_samples",
     "Generation",
     "Sequence",
+    "resample",
     "ConstraintError",
     "EmptyLanguageError",
     "GenerationConflictError",

@@ -70,6 +70,18 @@ def _processors_before(proc) -> list:
     return before
 
 
+def _processor_list(proc):
+    """The ``LogitsProcessorList`` (a list) that is calling ``proc``, or None when
+    ``proc`` is called directly."""
+    f = sys._getframe(1)
+    while f is not None:
+        owner = f.f_locals.get("self")
+        if isinstance(owner, list) and any(p is proc for p in owner):
+            return owner
+        f = f.f_back
+    return None
+
+
 def _length_guard_ban(p, length: int):
     """EOS ids a min-length processor bans at this sequence length (None if inactive or unknown)."""
     name = type(p).__name__

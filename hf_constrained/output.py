@@ -86,7 +86,10 @@ class Sequence:
     state (a full match); ``truncated`` when ``max_new_tokens`` cut it off before
     that (its text is then a valid prefix of a match). ``logprobs`` (one per
     token id) and ``logprob`` (their sum) are filled when generate was called
-    with ``output_scores=True, return_dict_in_generate=True``.
+    with ``output_scores=True, return_dict_in_generate=True``. ``log_weight``
+    (processors built with ``track_weights=True``) is the sum over steps of the
+    log of the probability mass the allowed tokens had: the log importance
+    weight ``log p(x) - log q(x)`` that :func:`hf_constrained.resample` uses.
 
     >>> s = Sequence(token_ids=[4, 2], text="4", finished=False)
     >>> s.truncated
@@ -98,6 +101,7 @@ class Sequence:
     finished: bool
     logprobs: list | None = None
     logprob: float | None = None
+    log_weight: float | None = None
 
     @property
     def truncated(self) -> bool:
@@ -107,6 +111,8 @@ class Sequence:
 @dataclass
 class Generation:
     """All sequences generated for one prompt (``prompt_index`` in batch order).
+    ``weight_setting`` (with ``track_weights=True``): what the sequences'
+    ``log_weight`` are exact for, a :class:`hf_constrained.weights.WeightSetting`.
 
     >>> Generation(0, [Sequence([4], "x", True), Sequence([5], "y", True)]).texts
     ['x', 'y']
@@ -114,6 +120,7 @@ class Generation:
 
     prompt_index: int
     sequences: list = field(default_factory=list)
+    weight_setting: object = None
 
     @property
     def texts(self) -> list:
@@ -176,7 +183,8 @@ def token_logprobs(out, gen: list):
     return result
 
 
-def build_generations(gen: list, texts: list, finished: list, logprobs, num_prompts: int) -> list:
+def build_generations(gen: list, texts: list, finished: list, logprobs, num_prompts: int,
+                      log_weights=None, weight_setting=None) -> list:
     """One :class:`Generation` per prompt from prompt-major per-row results.
 
     >>> g = build_generations([[4, 2], [5]], ["x", "y"], [True, False], None, 1)
@@ -190,11 +198,12 @@ def build_generations(gen: list, texts: list, finished: list, logprobs, num_prom
     per = len(gen) // num_prompts
     result = []
     for p in range(num_prompts):
-        g = Generation(prompt_index=p)
+        g = Generation(prompt_index=p, weight_setting=weight_setting)
         for s in range(per):
             r = p * per + s
             lp = logprobs[r] if logprobs is not None else None
             g.sequences.append(Sequence(token_ids=gen[r], text=texts[r], finished=bool(finished[r]),
-                                        logprobs=lp, logprob=None if lp is None else float(sum(lp))))
+                                        logprobs=lp, logprob=None if lp is None else float(sum(lp)),
+                                        log_weight=None if log_weights is None else log_weights[r]))
         result.append(g)
     return result

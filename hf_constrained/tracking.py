@@ -128,7 +128,7 @@ class Record:
     """
 
     __slots__ = ("prompt_ids", "prompt_len", "num_prompts", "prompt_starts", "max_len", "last_hash",
-                 "hash_len", "__weakref__")
+                 "hash_len", "weights", "__weakref__")
 
     def __init__(self, prompt_ids: torch.Tensor, num_prompts: int, prompt_starts: np.ndarray):
         self.prompt_ids = prompt_ids
@@ -138,6 +138,7 @@ class Record:
         self.max_len = self.prompt_len
         self.last_hash = None
         self.hash_len = 0
+        self.weights = None  # a weights.WeightTracker with track_weights=True (issue 14)
 
     def identifies(self, seqs: torch.Tensor) -> bool:
         """Are ``seqs`` this call's rows plus one token? (Sampling and greedy outputs:
@@ -236,6 +237,8 @@ class Run:
         self.length_guards = list(length_guards)
         self.banning = list(banning)
         self.only_banned: dict = {}  # (state, banned ids) -> every allowed token is banned
+        self.weights = None  # weights.WeightTracker (track_weights=True, issue 14)
+        self.w_step = None  # (log-weights so far on the device, host parent rows, host last tokens)
 
     @property
     def prompt_ids(self) -> torch.Tensor:
@@ -265,15 +268,18 @@ class Run:
         self.last_hash = self.record.last_hash = None  # hash of last_ids, set by the caller when it has it
         self.record.max_len = max(self.record.max_len, input_ids.shape[1])
 
-    def ancestors(self, parent: np.ndarray, k: int) -> np.ndarray:
-        """States at generated length ``k`` of the previous step's rows ``parent``."""
+    def ancestors(self, parent: np.ndarray, k: int, rows: bool = False) -> np.ndarray:
+        """States at generated length ``k`` of the previous step's rows ``parent``
+        (``rows=True``: their row indices at ``k``, -1 if unknown)."""
         idx = parent.copy()
         for j in range(len(self.hist) - 1, k, -1):
             par = self.hist[j][0]
             if par is None:
-                return np.full(len(idx), UNKNOWN)
+                return np.full(len(idx), -1 if rows else UNKNOWN)
             bad = idx < 0
             idx = np.where(bad, -1, par[np.where(bad, 0, idx)])
+        if rows:
+            return idx
         states = self.hist[k][1]
         return np.where(idx < 0, UNKNOWN, states[np.where(idx < 0, 0, idx)])
 
@@ -284,6 +290,8 @@ class Run:
         k = length - 1 - p
         prev = self.last_ids
         if k > prev.shape[1] - p:
+            if self.weights is not None:  # no parents: weights unknown
+                self.w_step = (torch.full((rows,), float("nan"), device=input_ids.device), None, None)
             return self.from_scratch(input_ids, np.ones(rows, bool), np.zeros(rows, np.int64))
         pw = _powers(length, input_ids.device)
         new_prefix = input_ids[:, : length - 1]
@@ -298,10 +306,14 @@ class Run:
         same[:m] = eq[ar[:m], ar[:m]]
         parent = torch.where(same, ar, eq.to(torch.int8).argmax(1))
         verified = eq.any(1) & (new_prefix == old_prefix[parent]).all(1)
+        usual = prev.shape[1] == length - 1
+        w_base = self.weights.carry(k + 1, parent, verified) if self.weights is not None and usual else None
         packet = torch.cat([parent, verified.long(), input_ids[:, -1]]).cpu().numpy()
         parent_h, ver_h, last_h = packet[:rows], packet[rows: 2 * rows].astype(bool), packet[2 * rows:]
         anc = self.ancestors(np.where(ver_h, parent_h, -1), k)
         unknown = anc == UNKNOWN
+        if self.weights is not None:
+            self._carry_weights(w_base, k, np.where(ver_h, parent_h, -1), unknown, usual, last_h)
         states = self.constraint.advance(np.where(unknown, DEAD, anc), last_h)
         if unknown.any():
             states = self.from_scratch(input_ids, unknown, states, record=False)
@@ -309,6 +321,16 @@ class Run:
         self.last_hash = self.record.last_hash = hn + input_ids[:, -1] * pw[length - 1]
         self.record.hash_len = length
         return states
+
+    def _carry_weights(self, w_base, k: int, parent: np.ndarray, unknown: np.ndarray, usual: bool, last_h):
+        """Log-weights so far of this step's rows (issue 14): device-gathered along the
+        parents on the usual step; on a rollback, from the rows of the step at ``k``."""
+        w_rows = np.where(unknown, -1, parent if usual else self.ancestors(parent, k, rows=True))
+        if w_base is None:  # rollback (assisted decoding): rows found on the host
+            w_base = self.weights.rollback_base(k + 1, w_rows)
+        elif unknown.any():  # rare: ancestry lost, weight unknown
+            w_base = torch.where(torch.from_numpy(~unknown).to(w_base.device), w_base, float("nan"))
+        self.w_step = (w_base, w_rows, last_h)
 
     def from_scratch(self, input_ids, which: np.ndarray, states: np.ndarray, record: bool = True) -> np.ndarray:
         """Recompute the state of rows ``which`` from their generated tokens (rare path)."""

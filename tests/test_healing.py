@@ -1,0 +1,184 @@
+"""Token healing (issue 14) on both tokenizer families, with samples and beams.
+
+Oracles: a brute-force scan of the whole vocabulary for tokens that could span
+the boundary; the tokenizer's own encoding of prompt + completion (its tokens
+after the kept prompt must be accepted by the healed constraint); and
+``tokenizer.decode`` of kept prompt + generated ids, whose text after the
+original prompt must ``re.fullmatch`` the pattern.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from hf_constrained import RegexProcessor
+from hf_constrained.constraint import FINISHED
+from hf_constrained.errors import ConstraintError, GenerationConflictError
+from hf_constrained.healing import heal_count, heal_inputs
+from hf_constrained.vocabulary import Vocabulary
+
+PROMPTS = ["Date: ", "Name: Jo", "The year is 20", "Café", "中文", "Hello  ", "x = ["]
+
+
+def _spanning_starts(tokens: list, data: bytes) -> set:
+    """Brute force: positions a where some token starts with data[a:] and is longer."""
+    out = set()
+    for a in range(len(data)):
+        suffix = data[a:]
+        if any(t is not None and len(t) > len(suffix) and t.startswith(suffix) for t in tokens):
+            out.add(a)
+    return out
+
+
+@pytest.mark.parametrize("family", ["deepseek", "mistral"])
+def test_no_vocabulary_token_spans_the_healed_boundary(family, request):
+    tok = request.getfixturevalue(family)
+    vocab = Vocabulary.from_tokenizer(tok)
+    tokens = vocab.token_bytes
+    for prompt in PROMPTS:
+        ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        k = heal_count(vocab, ids)
+        pieces = [tokens[i] for i in ids]
+        data = b"".join(pieces)
+        s = len(b"".join(pieces[: len(ids) - k]))  # byte offset of the healed boundary
+        starts = _spanning_starts(tokens, data)
+        assert all(a >= s for a in starts), (prompt, k, sorted(starts))  # every spanning token is regenerated
+        if k:  # and k is the fewest tokens that achieves it
+            s_less = len(b"".join(pieces[: len(ids) - k + 1]))
+            assert any(a < s_less for a in starts) or 0x80 <= data[s_less] < 0xC0, (prompt, k)
+        data[s:].decode("utf-8")  # whole characters
+
+
+def test_special_and_template_tokens_are_never_dropped(deepseek, local_tok):
+    vocab = Vocabulary.from_tokenizer(deepseek)
+    bos = deepseek.bos_token_id
+    ids = deepseek(" ", add_special_tokens=False)["input_ids"]
+    assert heal_count(vocab, [bos] + ids) == len(ids)  # the space goes, BOS stays
+    assert heal_count(vocab, [bos]) == 0
+    with pytest.raises(ConstraintError, match="every token of a prompt"):
+        heal_inputs(deepseek, {"input_ids": torch.tensor([ids])})
+    # a chat template's generation prompt ("\nAssistant: ", plain text here) is protected
+    tok = copy.deepcopy(local_tok)
+    tok.chat_template = ("{% for m in messages %}User: {{ m['content'] }}{% endfor %}"
+                         "{% if add_generation_prompt %}\nAssistant: {% endif %}")
+    chat = tok.apply_chat_template([{"role": "user", "content": "When?"}], add_generation_prompt=True,
+                                   tokenize=False)
+    lv = Vocabulary.from_tokenizer(tok)
+    plain = tok(chat, add_special_tokens=False)["input_ids"]
+    assert heal_count(lv, plain) > 0  # without the template it would heal into "Assistant: "
+    healed = heal_inputs(tok, tok([chat], return_tensors="pt", add_special_tokens=False))
+    assert healed.dropped == [0] and healed.prefixes == [""]
+    healed = heal_inputs(tok, tok([chat + "Date: "], return_tensors="pt", add_special_tokens=False))
+    assert healed.dropped[0] > 0 and healed.prefixes[0].endswith(" ") and "Assistant" not in healed.prefixes[0]
+
+
+@pytest.mark.parametrize("family", ["deepseek", "mistral"])
+def test_the_tokenizers_own_encoding_of_the_healed_text_is_accepted(family, request):
+    """encode(prompt + completion): its tokens after the kept prompt, then EOS,
+    are a full match of the healed constraint (they were masked out before
+    healing whenever a token spans the boundary)."""
+    tok = request.getfixturevalue(family)
+    cases = [("Date: ", r"(19|20)\d\d-[01]\d", "2024-03"), ("Name: Jo", r"[a-z]+", "hn"),
+             ("x = [", r"[0-9, ]+\]", "1, 2]"), ("Hello ", r"[a-z ]+", "world"),
+             ("The year is 20", r"[0-9]{2}", "24")]
+    proc = RegexProcessor([p for _, p, _ in cases], tok, heal_prompt=True, cache_dir=False)
+    enc = tok([c[0] for c in cases], return_tensors="pt", padding=True, add_special_tokens=False)
+    inputs = proc.heal(enc)
+    spanned = 0
+    for r, (prompt, pattern, completion) in enumerate(cases):
+        kept = inputs["input_ids"][r][inputs["attention_mask"][r].bool()].tolist()
+        full = tok(prompt + completion, add_special_tokens=False)["input_ids"]
+        if full[: len(kept)] != kept:
+            continue  # the tokenizer re-segments the kept part: nothing to compare
+        rest = full[len(kept):] + [proc.eos_token_ids[0]]
+        end = proc.constraint.walk(proc.constraint.starts[r: r + 1], np.array([rest]))
+        assert end[0] == FINISHED, (prompt, completion, [proc.vocab.token_bytes[t] for t in rest])
+        orig = tok(prompt, add_special_tokens=False)["input_ids"]
+        spanned += full[: len(orig)] != orig  # the natural tokenization crosses the prompt end
+    assert spanned >= 2
+
+
+def _check_outputs(tok, proc, orig, inputs, out, patterns, rows_per_prompt):
+    texts = proc.decode(out, num_prompts=len(patterns))
+    flat = [t for row in texts for t in row] if isinstance(texts[0], list) else texts
+    gens = [s for g in proc.generations(out) for s in g.sequences]
+    p_len = inputs["input_ids"].shape[1]
+    finished = 0
+    for r, seq in enumerate(gens):
+        b = r // rows_per_prompt
+        kept = inputs["input_ids"][b][inputs["attention_mask"][b].bool()].tolist()
+        original = orig["input_ids"][b][orig["attention_mask"][b].bool()].tolist()
+        gen = [t for t in out[r, p_len:].tolist()]
+        gen = gen[: len(seq.token_ids)]
+        whole = tok.decode(kept + gen, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        start = tok.decode(original, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        if seq.finished:
+            finished += 1
+            assert whole.startswith(start), (whole, start)
+            after = whole[len(start):]
+            assert re.fullmatch(patterns[b], after), (after, patterns[b])
+            assert seq.text == after
+    assert finished >= len(gens) // 2
+    assert sorted(flat) == sorted(s.text for s in gens)
+
+
+@pytest.mark.parametrize("family", ["deepseek", "mistral"])
+@pytest.mark.parametrize("mode", ["samples", "beams"])
+def test_generation_with_healing_matches_after_the_original_prompt(family, mode, request):
+    tok = request.getfixturevalue(family)
+    model = request.getfixturevalue(f"{family}_model")
+    patterns = [r"(19|20)[0-9]{2}-[01][0-9]", r"[A-Z][a-z]{1,6}", r"[0-9]{2}"]
+    proc = RegexProcessor(patterns, tok, heal_prompt=True, cache_dir=False, track_weights=True)
+    orig = tok(["Date: ", "Name: Jo", "The year is 20"], return_tensors="pt", padding=True)
+    inputs = proc.heal(orig)
+    assert proc.healed.prefixes[:2] == [" ", " Jo"]
+    torch.manual_seed(0)
+    if mode == "samples":
+        out = model.generate(**inputs, logits_processor=[proc], do_sample=True, num_return_sequences=4,
+                             max_new_tokens=16, top_k=0)
+        per = 4
+    else:
+        out = model.generate(**inputs, logits_processor=[proc], num_beams=3, num_return_sequences=2,
+                             max_new_tokens=16)
+        per = 2
+    _check_outputs(tok, proc, orig, inputs, out, patterns, per)
+    seqs = [s for g in proc.generations(out) for s in g.sequences]
+    assert all(s.log_weight is not None and s.log_weight < 0 for s in seqs if s.finished)
+    assert all(not (s.log_weight > 1e-6) for s in seqs)  # a mass is at most 1 (nan only if untracked)
+
+
+def test_heal_needs_opt_in_and_a_heal_call(deepseek, deepseek_model):
+    proc = RegexProcessor(r"[0-9]+", deepseek, cache_dir=False)
+    with pytest.raises(GenerationConflictError, match="heal_prompt=True"):
+        proc.heal(deepseek(["Date: "], return_tensors="pt"))
+    proc = RegexProcessor(r"[0-9]+", deepseek, heal_prompt=True, cache_dir=False)
+    with pytest.raises(GenerationConflictError, match=r"proc\.heal\(inputs\)"):
+        deepseek_model.generate(**deepseek(["Date: "], return_tensors="pt"), logits_processor=[proc],
+                                max_new_tokens=2)
+    with pytest.raises(ConstraintError, match="2 patterns for 1 healed prompts"):
+        RegexProcessor(["a", "b"], deepseek, heal_prompt=True, cache_dir=False).heal(
+            deepseek(["Date: "], return_tensors="pt"))
+
+
+def test_readme_section_examples_run(deepseek, capsys):
+    """The python blocks of docs/faithful-readme-section.md run as written (offline)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "faithful-readme-section.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        scope: dict = {}
+        torch.manual_seed(0)
+        exec(compile(block, "faithful-readme-section.md", "exec"), scope)
+    printed = capsys.readouterr().out
+    assert "exact for the model distribution" in printed and "[' ', '20']" in printed
+    import regex  # partial matching: a text max_new_tokens cut off is a prefix of a match
+
+    assert all(regex.fullmatch(r"(19|20)[0-9]{2}-[01][0-9]", t, partial=True)
+               for row in scope["texts"] for t in row)
