@@ -16,7 +16,15 @@ import torch
 
 def _find_generation_config():
     """The ``generation_config`` of the outermost running ``transformers`` generate()
-    call on this thread, or None when called outside generate()."""
+    call on this thread (the frame of a function named ``generate`` defined in a
+    ``transformers`` module, local ``generation_config``; 4.46 to 5.x have both,
+    tested per version in ``tests/test_compat.py``).
+
+    Returns None when called outside generate(), or when a version has no such
+    frame or local: the processor then treats each call by its tokens alone
+    (a new generate() call is detected from the rows, the number of prompts is
+    inferred from runs of identical rows, scores are never masked in place).
+    """
     f = sys._getframe(2)
     found = None
     while f is not None:
@@ -50,8 +58,11 @@ _FINITE = {"RepetitionPenaltyLogitsProcessor", "EncoderRepetitionPenaltyLogitsPr
 def _processors_before(proc) -> list:
     """The processors that run before ``proc`` and may set scores to -inf.
 
-    Looks at the ``LogitsProcessorList`` that is calling us; empty when we are
-    called directly or first.
+    Looks at the ``LogitsProcessorList`` that is calling us (the nearest
+    ``__call__`` frame whose ``self`` is a list holding ``proc``; the same on
+    4.46 to 5.x, tested per version). Returns ``[]`` when we are called directly,
+    first, or from anything that is not such a list (an unknown version):
+    then no conflict with other processors is checked, nothing else changes.
     """
     f = sys._getframe(1)
     while f is not None and f.f_code.co_name != "__call__":

@@ -11,8 +11,12 @@ Used by the demo, the examples and the tests. Nothing here downloads anything.
 * :func:`tiny_model` builds a ``LlamaForCausalLM`` or ``GPT2LMHeadModel`` with
   random weights for any tokenizer. Its output is valid but meaningless text.
 
->>> tok = local_tokenizer()                      # doctest: +SKIP
->>> model = tiny_model(tok)                      # doctest: +SKIP
+>>> tok = local_tokenizer()
+>>> model = tiny_model(tok)
+>>> model.config.vocab_size == len(tok)
+True
+>>> sorted(tok(["a b"]))                         # what generate(**tok(...)) accepts, on every version
+['attention_mask', 'input_ids']
 """
 
 from __future__ import annotations

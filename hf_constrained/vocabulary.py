@@ -17,10 +17,13 @@ SentencePiece-style ``▁`` pieces with ``<0xNN>`` byte fallback (Llama 2,
 Mistral...). Anything else raises
 :class:`~hf_constrained.errors.UnsupportedTokenizerError`.
 
->>> from transformers import AutoTokenizer                   # doctest: +SKIP
->>> vocab = Vocabulary.from_tokenizer(AutoTokenizer.from_pretrained("gpt2"))  # doctest: +SKIP
->>> vocab.token_bytes[tokenizer.convert_tokens_to_ids("Ġthe")]  # doctest: +SKIP
+>>> from hf_constrained.offline import local_tokenizer
+>>> tok = local_tokenizer()                      # byte-level BPE, trained in memory
+>>> vocab = Vocabulary.from_tokenizer(tok, cache_dir=False)
+>>> vocab.token_bytes[tok.convert_tokens_to_ids("Ġthe")]
 b' the'
+>>> vocab.strip_leading_space
+False
 """
 
 from __future__ import annotations

@@ -86,3 +86,29 @@ def test_from_token_bytes_and_fingerprint():
     assert v1.fingerprint == v2.fingerprint != v3.fingerprint
     assert v1.token_bytes == [b"a", b"ab", None, b"b"]
     assert not v1.full_byte_coverage
+
+
+def test_module_doctests():
+    """The docstring examples of the tokenizer-facing modules run (offline)."""
+    import doctest
+
+    from hf_constrained import offline, vocabulary
+
+    for mod in (vocabulary, offline):
+        result = doctest.testmod(mod)
+        assert result.attempted > 0 and result.failed == 0, (mod.__name__, result)
+
+
+@pytest.mark.parametrize("name", ["deepseek", "mistral", "local_tok"])
+def test_tokenizer_encodings_round_trip(request, name):
+    """The tokenizer's own encodings spell the text in our token bytes (first-space rule applied)."""
+    tok = request.getfixturevalue(name)
+    vocab = Vocabulary.from_tokenizer(tok)
+    for text in ["Hello world", "2024-03-15 or 1999-12-31", "Café crème, 中文字符, emoji 😀", "a  b\tc\n",
+                 '{"name": "Ada", "age": 36}']:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert all(vocab.token_bytes[i] is not None for i in ids), (text, ids)
+        raw = b"".join(vocab.token_bytes[i] for i in ids).decode("utf-8")
+        if vocab.strip_leading_space and raw.startswith(" "):
+            raw = raw[1:]
+        assert raw == tok.decode(ids, clean_up_tokenization_spaces=False), (text, raw)
