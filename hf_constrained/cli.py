@@ -4,7 +4,7 @@
 tiny random-weight model) and shows a (samples, batch) grid in which every
 entry matches its prompt's pattern.
 
-``hf-constrained generate --model NAME (--regex R | --json-schema FILE | --choice A B C) PROMPT...``
+``hf-constrained generate --model NAME (--regex R | --json-schema FILE | --choice A B C | --grammar FILE) PROMPT...``
 loads any causal LM with ``transformers`` and prints constrained generations,
 grouped per prompt, or as JSON with ``--json``.
 
@@ -196,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="JSON Schema file (`-` reads stdin); outputs are JSON documents that validate")
     what.add_argument("--choice", nargs="+", action="extend", metavar="CHOICE",
                       help="outputs are exactly one of these strings")
+    what.add_argument("--grammar", metavar="FILE",
+                      help="context-free grammar file (Lark syntax, or GBNF with --syntax gbnf; `-` reads "
+                           "stdin); outputs are sentences of the grammar")
+    gen.add_argument("--syntax", choices=["lark", "gbnf"], default="lark",
+                     help="syntax of the --grammar file (default lark)")
     gen.add_argument("--prompt", "-p", action="append", default=[], metavar="PROMPT", dest="more_prompts",
                      help="a prompt (repeatable; an alternative to positional prompts)")
     gen.add_argument("-n", "--num-samples", type=int, default=1, metavar="N",
@@ -266,6 +271,22 @@ def _patterns_from_args(args, num_prompts: int) -> list:
         raise CLIError(f"--json-schema needs the {exc.name or 'jsonschema'!r} package: "
                        f"pip install {exc.name or 'jsonschema'}") from exc
     return [pattern] * num_prompts
+
+
+def _grammar_from_args(args) -> str:
+    """The --grammar file's text, read and checked (syntax, rules, terminals) before any model loads."""
+    from .grammar import GrammarError, load_grammar
+
+    path = args.grammar
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise CLIError(f"cannot read the grammar file {path!r}: {exc.strerror or _one_line(exc)}") from exc
+    try:
+        load_grammar(text, syntax=args.syntax)
+    except GrammarError as exc:
+        raise CLIError(f"cannot use the grammar {path!r}: {_one_line(exc)}") from exc
+    return text
 
 
 def _check_patterns(patterns: list) -> None:
@@ -450,8 +471,13 @@ def cmd_generate(args) -> int:
         raise CLIError("no prompt given; pass prompts as arguments (before --choice, or after `--`) "
                        "or with --prompt")
     gen_kwargs = _generation_kwargs(args)
-    patterns = _patterns_from_args(args, len(prompts))
-    _check_patterns(patterns)
+    if args.grammar:
+        grammar = _grammar_from_args(args)
+        patterns = [f"<grammar {args.grammar}>"] * len(prompts)
+    else:
+        grammar = None
+        patterns = _patterns_from_args(args, len(prompts))
+        _check_patterns(patterns)
 
     _quiet_transformers()
     import torch
@@ -469,7 +495,12 @@ def cmd_generate(args) -> int:
     elif args.cache_dir:
         proc_kwargs["cache_dir"] = args.cache_dir
     with _progress(f"building index for {len(tok):,}-token vocabulary", args.quiet) as info:
-        proc = RegexProcessor(distinct[0] if len(distinct) == 1 else patterns, tok, **proc_kwargs)
+        if grammar is not None:
+            from .grammar import GrammarProcessor
+
+            proc = GrammarProcessor(grammar, tok, syntax=args.syntax, **proc_kwargs)
+        else:
+            proc = RegexProcessor(distinct[0] if len(distinct) == 1 else patterns, tok, **proc_kwargs)
         source = getattr(proc, "index_source", None)
         if source in ("disk", "waited"):
             info["note"] = "loaded from the disk cache"

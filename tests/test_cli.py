@@ -262,6 +262,48 @@ def test_json_schema_refused_keyword_is_one_line(run_main, model_dir, tmp_path):
     assert code == 2 and "uniqueItems" in _one_line(err)
 
 
+ARITH_LARK = r"""
+start: expr
+?expr: expr ("+" | "-") term | term
+?term: term "*" atom | atom
+?atom: NUMBER | "(" expr ")"
+NUMBER: /[0-9]{1,3}/
+"""
+ARITH_GBNF = r"""
+root ::= expr
+expr ::= term (("+" | "-") term)*
+term ::= [0-9]{1,3} | "(" expr ")"
+"""
+
+
+@pytest.mark.parametrize("syntax", ["lark", "gbnf"])
+def test_grammar_file(run_main, model_dir, tmp_path, syntax):
+    """--grammar: every finished output is a sentence (checked by Lark's own Earley parser)."""
+    lark = pytest.importorskip("lark")
+    path = tmp_path / f"arith.{syntax}"
+    path.write_text(ARITH_LARK if syntax == "lark" else ARITH_GBNF)
+    code, out, err = run_main("generate", "--model", model_dir, "-q", "--json", "--grammar", str(path),
+                              "--syntax", syntax, "-n", "3", "--seed", "0", "--max-new-tokens", "24",
+                              "Sum:", "Product:")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["shape"] == [3, 2]
+    oracle = lark.Lark(ARITH_LARK, parser="earley")
+    finished = [c["text"] for row in data["results"] for c in row if c["complete"]]
+    assert finished, data  # the grammar ends soon: max 3 digits unless a "(" or operator follows
+    for text in finished:
+        oracle.parse(text)  # raises if not a sentence
+
+
+def test_grammar_errors_are_one_line(run_main, model_dir, tmp_path):
+    path = tmp_path / "bad.lark"
+    path.write_text("start: item+\n")  # item is never defined
+    code, out, err = run_main("generate", "--model", model_dir, "--grammar", str(path), "p")
+    assert code == 2 and "item" in _one_line(err), err
+    code, out, err = run_main("generate", "--model", model_dir, "--grammar", str(tmp_path / "none.lark"), "p")
+    assert code == 2 and "cannot read the grammar file" in _one_line(err), err
+
+
 def test_generate_text_output(run_main, model_dir):
     code, out, err = run_main("generate", "--model", model_dir, "--regex", CODE, "-n", "3", "--seed", "0",
                               "Code:", "Another code:")
