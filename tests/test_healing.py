@@ -166,16 +166,17 @@ def test_heal_needs_opt_in_and_a_heal_call(deepseek, deepseek_model):
 
 
 def test_readme_section_examples_run(deepseek, capsys):
-    """The python blocks of docs/faithful-readme-section.md run as written (offline)."""
+    """The python blocks of the README's "Faithful samples" section run as written (offline)."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "faithful-readme-section.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = readme.split("## Faithful samples", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) == 2
     for block in blocks:
         scope: dict = {}
         torch.manual_seed(0)
-        exec(compile(block, "faithful-readme-section.md", "exec"), scope)
+        exec(compile(block, "README.md (Faithful samples)", "exec"), scope)
     printed = capsys.readouterr().out
     assert "exact for the model distribution" in printed and "[' ', '20']" in printed
     import regex  # partial matching: a text max_new_tokens cut off is a prefix of a match
