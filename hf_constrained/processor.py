@@ -104,6 +104,7 @@ class ConstrainedProcessor(LogitsProcessor):
         self._tables: dict = {}
         self._tables_lock = threading.Lock()
         self._last_masks = None
+        self._cacheable = bool(getattr(constraint, "cacheable", True))
 
     # ------------------------------------------------------------ hooks
     def _warm(self) -> None:
@@ -168,8 +169,11 @@ class ConstrainedProcessor(LogitsProcessor):
         return run
 
     def _mask_table(self, width: int, device: torch.device):
+        last = self._last_masks
+        if last is not None and last.width == width and last.device == device and self._cacheable:
+            return last  # the usual step: same logits width and device as the last one
         layout = self.mask_layout or default_layout(device)
-        if not getattr(self.constraint, "cacheable", True):
+        if not self._cacheable:
             return make_masks(layout, self.constraint, width, device)  # masks may change: fresh each step
         key = (layout, width, device)
         table = self._tables.get(key)
