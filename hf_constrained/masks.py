@@ -61,8 +61,8 @@ def _grown(buf, need: int):
     if need <= len(buf):
         return buf
     size = (max(need, 2 * len(buf), 16),) + tuple(buf.shape[1:])
-    if isinstance(buf, torch.Tensor):
-        grown = torch.zeros(size, dtype=buf.dtype, device=buf.device)
+    if isinstance(buf, torch.Tensor):  # only the leading entries are ever read: no zero fill
+        grown = torch.empty(size, dtype=buf.dtype, device=buf.device)
     else:
         grown = np.zeros(size, dtype=buf.dtype)
     grown[: len(buf)] = buf
@@ -126,6 +126,15 @@ class MaskLayout:
                 row_of = self.row_of
         return np.where(states > 0, row_of[np.maximum(states, 0)], 0)
 
+    def row(self, state: int) -> int:
+        """:meth:`host_rows` of one state, on Python ints (the one-row step)."""
+        if state <= 0:
+            return 0
+        row_of = self.row_of
+        if state < len(row_of) and row_of[state] >= 0:
+            return int(row_of[state])
+        return int(self.host_rows(np.array([state], dtype=np.int64))[0])
+
     def _to_device(self, host: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(host).to(self.device, non_blocking=True)
 
@@ -162,14 +171,19 @@ class PackedMasks(MaskLayout):
         table[base: base + len(states)] = torch.from_numpy(host).to(self.device)
         self.table = table
 
-    def banned(self, rows: torch.Tensor) -> torch.Tensor:
-        """Bool mask (rows x width) of the banned tokens of table ``rows``."""
+    def banned(self, rows) -> torch.Tensor:
+        """Bool mask (rows x width) of the banned tokens of table ``rows`` (a device
+        index tensor, or a slice: one row needs no index copied to the device)."""
         sel = self.table[rows]
         bits = (sel.unsqueeze(-1) >> self.shifts) & 1
         return bits.view(sel.shape[0], -1)[:, : self.width].bool()
 
     def apply(self, scores, states, inplace):
-        banned = self.banned(self._to_device(self.host_rows(states)))
+        if len(states) == 1:
+            r = self.row(int(states[0]))
+            banned = self.banned(slice(r, r + 1))
+        else:
+            banned = self.banned(self._to_device(self.host_rows(states)))
         if inplace:
             return scores.masked_fill_(banned, float("-inf"))
         return scores.masked_fill(banned, float("-inf"))
@@ -203,6 +217,8 @@ class SparseMasks(MaskLayout):
         self.start, self.count, self.first, self.last = (np.zeros(0, dtype=np.int64) for _ in range(4))
         self.keep = np.zeros(0, dtype=bool)
         self._local = threading.local()  # scratch buffers, one set per thread
+        self._ids: dict = {}  # table row -> its ids as an int64 device tensor (one-row steps)
+        self._ids_bytes = 0
         super().__init__(constraint, width, device)
 
     def _store(self, states: list, base: int) -> None:
@@ -269,7 +285,55 @@ class SparseMasks(MaskLayout):
         idx[small[0]] = small[2]
         return idx.cumsum_(0)
 
+    # Ready int64 id lists for one-row steps are kept up to this many bytes per
+    # table; rows beyond it rebuild theirs from ``steps`` (one cumulative sum).
+    IDS_CACHE_BYTES = 64 << 20
+
+    def row_ids(self, r: int) -> torch.Tensor:
+        """Sorted ids (int64, on the device) listed by table row ``r``.
+
+        >>> from hf_constrained import offline, RegexConstraint
+        >>> tok = offline.local_tokenizer()
+        >>> masks = SparseMasks(RegexConstraint.from_tokenizer([r"a|b"], tok), len(tok), "cpu")
+        >>> tok.decode(masks.row_ids(masks.row(1)).tolist())
+        'ab'
+        """
+        ids = self._ids.get(r)
+        if ids is None:
+            start, count = int(self.start[r]), int(self.count[r])
+            ids = torch.cumsum(self.steps[start: start + count], 0, dtype=torch.int64)  # gaps -> ids
+            if self._ids_bytes + 8 * count <= self.IDS_CACHE_BYTES:
+                with self._lock:
+                    if r not in self._ids:
+                        self._ids[r] = ids
+                        self._ids_bytes += 8 * count
+        return ids
+
+    def _apply_one(self, scores, state: int, inplace: bool):
+        """:meth:`apply` of one row: a single ``index_fill_`` of its banned ids, or
+        its allowed scores saved, the row filled with -inf and written back; off
+        place, an allowed list is written into a fresh -inf row (no copy of the scores)."""
+        r = self.row(state)
+        ids, ninf = self.row_ids(r), float("-inf")
+        own = inplace and scores.is_contiguous()
+        if self.keep[r]:
+            vals = scores[0].index_select(0, ids)
+            if own:
+                out = scores.fill_(ninf)
+            else:
+                out = torch.full(scores.shape, ninf, dtype=scores.dtype, device=scores.device)
+            out[0].index_copy_(0, ids, vals)
+            return out
+        out = scores if own else scores.clone(memory_format=torch.contiguous_format)
+        out[0].index_fill_(0, ids, ninf)
+        return out
+
     def apply(self, scores, states, inplace):
+        if len(states) == 1:
+            return self._apply_one(scores, int(states[0]), inplace)
+        return self._apply_rows(scores, states, inplace)
+
+    def _apply_rows(self, scores, states, inplace):
         if not (inplace and scores.is_contiguous()):
             scores = scores.clone(memory_format=torch.contiguous_format)
         rows = self.host_rows(states)
