@@ -69,6 +69,25 @@ def _grown(buf, need: int):
     return grown
 
 
+def _nonzero(mask: np.ndarray, n: int) -> np.ndarray:
+    """Sorted int64 indices of the ``n`` True entries of the bool ``mask``. A short
+    list is found through the nonzero 8-byte words (``np.flatnonzero`` reads every byte).
+
+    >>> _nonzero(np.arange(21) % 10 == 3, 2).tolist()
+    [3, 13]
+    """
+    if n * 64 > len(mask):
+        return np.flatnonzero(mask)
+    mask = np.ascontiguousarray(mask)
+    head = len(mask) // 8 * 8
+    words = np.flatnonzero(mask[:head].view(np.uint64))
+    r, c = np.nonzero(mask[:head].reshape(-1, 8)[words])
+    ids = words[r] * 8 + c
+    if head == len(mask):
+        return ids
+    return np.concatenate([ids, np.flatnonzero(mask[head:]) + head])
+
+
 class MaskLayout:
     """Shared part of the layouts: the state -> table row map, grown under a lock.
 
@@ -225,16 +244,21 @@ class SparseMasks(MaskLayout):
         need = base + len(states)
         start, count, first, last, keep = (
             _grown(a, need) for a in (self.start, self.count, self.first, self.last, self.keep))
-        lists, num_steps = [], self.num_steps
+        lists, num_steps, ready = [], self.num_steps, {}
         for r, s in enumerate(states, base):
             allowed = self.constraint.allowed_mask(s, self.width)
-            k = 2 * int(np.count_nonzero(allowed)) <= self.width
-            ids = np.flatnonzero(allowed if k else ~allowed)
+            n = int(np.count_nonzero(allowed))
+            k = 2 * n <= self.width
+            ids = _nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n)
             keep[r], start[r], count[r] = k, num_steps, len(ids)
+            gaps = ids.astype(np.int32)  # first id, then differences
             if len(ids):
                 first[r], last[r] = ids[0], ids[-1]
+                np.subtract(gaps[1:], ids[:-1], out=gaps[1:], casting="unsafe")
             num_steps += len(ids)
-            lists.append(np.diff(ids, prepend=0))
+            lists.append(gaps)
+            if len(states) == 1 and self._ids_bytes + 8 * len(ids) <= self.IDS_CACHE_BYTES:
+                ready[r] = ids  # the one-row list, ready before its first use
         if num_steps >= 2**31:  # positions in steps are int32 (about 8 GB of ids)
             raise StateLimitError(
                 f"the CPU masks of the {need} constraint states visited hold more than 2**31 "
@@ -244,6 +268,9 @@ class SparseMasks(MaskLayout):
         steps[num_steps - len(flat): num_steps] = flat
         self.steps, self.num_steps = steps, num_steps
         self.start, self.count, self.first, self.last, self.keep = start, count, first, last, keep
+        for r, ids in ready.items():  # (under the table's lock, like every _store)
+            self._ids[r] = torch.from_numpy(ids).to(self.device)
+            self._ids_bytes += 8 * len(ids)
 
     def _scratch(self, name: str, n: int, dtype: torch.dtype) -> torch.Tensor:
         """A reused buffer of ``n`` elements (per thread): fresh multi-megabyte tensors
@@ -294,8 +321,9 @@ class SparseMasks(MaskLayout):
 
         >>> from hf_constrained import offline, RegexConstraint
         >>> tok = offline.local_tokenizer()
-        >>> masks = SparseMasks(RegexConstraint.from_tokenizer([r"a|b"], tok), len(tok), "cpu")
-        >>> tok.decode(masks.row_ids(masks.row(1)).tolist())
+        >>> engine = RegexConstraint.from_tokenizer([r"a|b"], tok)
+        >>> masks = SparseMasks(engine, len(tok), "cpu")
+        >>> tok.decode(masks.row_ids(masks.row(int(engine.starts[0]))).tolist())
         'ab'
         """
         ids = self._ids.get(r)

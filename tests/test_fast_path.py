@@ -16,7 +16,7 @@ import torch
 
 from hf_constrained import RegexProcessor, hf_internals
 from hf_constrained.constraint import FINISHED
-from hf_constrained.masks import LAYOUTS, make_masks
+from hf_constrained.masks import LAYOUTS, SparseMasks, make_masks
 from hf_constrained.offline import tiny_model
 from hf_constrained.regex_constraint import RegexConstraint
 from hf_constrained.tracking import Run
@@ -142,11 +142,12 @@ def test_one_row_masks_equal_general_path(deepseek, kv, layout, dtype, pad):
     assert layout == "packed" or kinds == {True, False}  # allowed and banned lists both ran
 
 
-def test_sparse_id_cache_limit(deepseek, kv):
+def test_sparse_id_cache_limit(monkeypatch, deepseek, kv):
     """Past the cache limit, a row's ids are rebuilt from the gaps: the same masks."""
     width = len(deepseek)
-    cached, uncached = (make_masks("sparse", kv, width, torch.device("cpu")) for _ in range(2))
-    uncached.IDS_CACHE_BYTES = 0
+    cached = make_masks("sparse", kv, width, torch.device("cpu"))
+    monkeypatch.setattr(SparseMasks, "IDS_CACHE_BYTES", 0)
+    uncached = make_masks("sparse", kv, width, torch.device("cpu"))
     for s in _walk_states(kv, np.random.default_rng(3), 20):
         base = torch.randn(1, width)
         a = cached.apply(base.clone(), np.array([s]), True)
@@ -183,3 +184,17 @@ def test_one_row_generate_takes_the_fast_path(monkeypatch, deepseek, deepseek_mo
     ids, tracked = proc.tracked_states()
     assert np.array_equal(tracked, proc.states_from_tokens(ids))
     assert sum(c is not None for c in calls) >= 1
+
+
+def test_nonzero_of_short_and_long_lists():
+    """The word-wise search of short id lists equals np.flatnonzero (any width, any density)."""
+    from hf_constrained.masks import _nonzero
+
+    rng = np.random.default_rng(4)
+    for width in (1, 7, 8, 63, 64, 1001, 129280, 129357):
+        for frac in (0.0, 0.001, 0.01, 0.2, 0.9):
+            mask = rng.random(width) < frac
+            mask[rng.integers(width)] = rng.random() < 0.5  # the last word, the tail
+            for m in (mask, mask[::-1], ~mask):
+                got = _nonzero(m, int(np.count_nonzero(m)))
+                assert got.dtype == np.int64 and np.array_equal(got, np.flatnonzero(m))
