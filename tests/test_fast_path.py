@@ -19,8 +19,10 @@ from hf_constrained.constraint import FINISHED
 from hf_constrained.masks import LAYOUTS, SparseMasks, make_masks
 from hf_constrained.offline import tiny_model
 from hf_constrained.regex_constraint import RegexConstraint
-from hf_constrained.tracking import Run
+from hf_constrained.tracking import Run, _hash, _powers
 
+# an accelerator, when there is one, runs the same checks (the one-packet branch of tracking)
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 KEY_VALUE = r"[a-z]{1,4}=[^;]{0,40};"  # [a-z]: allowed list shorter; [^;]: banned list shorter
 
 
@@ -60,13 +62,14 @@ def _same_record(a: Run, b: Run):
     assert (a.record.hash_len, a.record.max_len) == (b.record.hash_len, b.record.max_len)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seed", range(4))
-def test_tracking_fast_path_equals_general_path(kv, seed):
+def test_tracking_fast_path_equals_general_path(kv, seed, device):
     """Random one-row walks with rollbacks, changed prefixes and skips: the fast path
     records exactly what the general path records, and both agree with a walk from scratch."""
     rng = np.random.default_rng(seed)
     prompt = [7, 8, 9]
-    start = torch.tensor([prompt])
+    start = torch.tensor([prompt], device=device)
     fast = Run(kv, start, None, num_prompts=1)
     slow = Run(kv, start, None, num_prompts=1)
     taken, one = [], fast._advance_one
@@ -78,10 +81,14 @@ def test_tracking_fast_path_equals_general_path(kv, seed):
 
     fast._advance_one = spy
     for ids in _steps(kv, rng, 80, prompt):
+        ids = ids.to(device)
         got, ref = fast.advance(ids), slow._advance_rows(ids)
         assert np.array_equal(got, ref)
-        assert np.array_equal(got, kv.walk(kv.starts[:1], ids[:, len(prompt):].numpy()))
+        assert np.array_equal(got, kv.walk(kv.starts[:1], ids[:, len(prompt):].cpu().numpy()))
         _same_record(fast, slow)
+        if fast.last_hash is not None:  # (a step that skipped tokens keeps none, on both paths)
+            assert torch.equal(fast.last_hash, _hash(ids, _powers(ids.shape[1], ids.device)))  # the definition
+    assert fast.record.identifies(torch.cat([ids, ids[:, -1:]], 1))  # what decode() relies on
     assert sum(taken) > 40 and not all(taken)  # both paths really ran
 
 
@@ -111,19 +118,20 @@ def _bits(t):
     return t.view(torch.int16 if t.element_size() == 2 else torch.int32)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("pad", [0, 77], ids=["tokenizer-width", "padded-width"])
-def test_one_row_masks_equal_general_path(deepseek, kv, layout, dtype, pad):
+def test_one_row_masks_equal_general_path(deepseek, kv, layout, dtype, pad, device):
     """One row (contiguous or not, in place or not) equals row 0 of a two-row call of the
     general path and a dense reference, bit for bit; in-place semantics are kept."""
     width = len(deepseek) + pad
-    table = make_masks(layout, kv, width, torch.device("cpu"))
+    table = make_masks(layout, kv, width, torch.device(device))
     gen = torch.Generator().manual_seed(1)
     kinds = set()
     for s in _walk_states(kv, np.random.default_rng(2), 30):
-        base = (torch.randn(1, width, generator=gen) * 5).to(dtype)
-        allowed = torch.from_numpy(kv.allowed_mask(s if s > 0 else FINISHED, width))[None]
+        base = (torch.randn(1, width, generator=gen) * 5).to(dtype).to(device)
+        allowed = torch.from_numpy(kv.allowed_mask(s if s > 0 else FINISHED, width))[None].to(device)
         ref = base.masked_fill(~allowed, float("-inf"))
         two = table.apply(base.repeat(2, 1), np.array([s, s]), True)[:1]
         for inplace in (True, False):
