@@ -12,7 +12,8 @@ allowed. The masks come from the constraint (``allowed_mask`` /
   in the masking kernel for one dense ``masked_fill``.
 * :class:`SparseMasks` (``"sparse"``, the default on CPU): a dense pass over
   rows x width is what costs there, so each row keeps only the shorter of its
-  allowed and its banned ids.
+  allowed and its banned ids. One row is masked with its list kept ready as
+  an int64 tensor: a single ``index_fill_`` (banned) or ``index_copy_`` (allowed).
 
 Both produce bit-identical masked scores (``tests/test_masks.py``). Tables
 grow from several threads at once: a lock is taken where rows are *added*;

@@ -6,6 +6,9 @@ A row of ``input_ids`` is the previous step's row ``parent`` plus one token.
 assisted-decoding rollbacks are followed exactly. One small tensor (parents,
 verified flags, last tokens) crosses to the host per step: the only
 synchronisation. Rows that fail verification are recomputed from their tokens.
+One row whose prefix is the previous step's ids (the most common call) skips the
+hashing: one exact comparison verifies it and the token is the last column
+(:meth:`Run._advance_one`, recording exactly what the general path would).
 
 Every ``generate()`` call gets its own :class:`Run`; :class:`Calls` finds the
 run a processor call belongs to, so any number of calls (in any threads) can
