@@ -44,7 +44,7 @@ def _steps(kv, rng, n, prompt):
             gen.append(int(rng.integers(1, 20000)))
         else:
             for _ in range(2 if u > 0.95 else 1):  # sometimes two tokens at once
-                state = int(kv.walk(kv.starts[:1], np.array([gen], dtype=np.int64))[0]) if gen else int(kv.starts[0])
+                state = int(kv.walk(kv.starts[:1], np.array([gen], dtype=np.int64))[0] if gen else kv.starts[0])
                 allowed = kv.allowed_ids(state if state > 0 else FINISHED)
                 gen.append(int(rng.choice(allowed)) if rng.random() > 0.05 else 0)  # 0: never allowed
         out.append(torch.tensor([prompt + gen]))
