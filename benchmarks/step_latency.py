@@ -288,7 +288,7 @@ def engine_walk(regex, ids, vocab, eos):
     """Engine level: (automaton, first mask, first-pass masks, steady masks, commits) in ns."""
     from hf_constrained.automaton import LazyDFA
     from hf_constrained.index import TokenIndex
-    from hf_constrained.processor import _PROBE_STATES
+    from hf_constrained.regex_constraint import _PROBE_STATES
 
     t0 = time.perf_counter_ns()
     dfa = LazyDFA.from_patterns([regex], strip_leading_space=vocab.strip_leading_space)

@@ -12,7 +12,8 @@ allowed. The masks come from the constraint (``allowed_mask`` /
   in the masking kernel for one dense ``masked_fill``.
 * :class:`SparseMasks` (``"sparse"``, the default on CPU): a dense pass over
   rows x width is what costs there, so each row keeps only the shorter of its
-  allowed and its banned ids.
+  allowed and its banned ids. One row is masked with its list kept ready as
+  an int64 tensor: a single ``index_fill_`` (banned) or ``index_copy_`` (allowed).
 
 Both produce bit-identical masked scores (``tests/test_masks.py``). Tables
 grow from several threads at once: a lock is taken where rows are *added*;
@@ -61,12 +62,31 @@ def _grown(buf, need: int):
     if need <= len(buf):
         return buf
     size = (max(need, 2 * len(buf), 16),) + tuple(buf.shape[1:])
-    if isinstance(buf, torch.Tensor):
-        grown = torch.zeros(size, dtype=buf.dtype, device=buf.device)
+    if isinstance(buf, torch.Tensor):  # only the leading entries are ever read: no zero fill
+        grown = torch.empty(size, dtype=buf.dtype, device=buf.device)
     else:
         grown = np.zeros(size, dtype=buf.dtype)
     grown[: len(buf)] = buf
     return grown
+
+
+def _nonzero(mask: np.ndarray, n: int) -> np.ndarray:
+    """Sorted int64 indices of the ``n`` True entries of the bool ``mask``. A short
+    list is found through the nonzero 8-byte words (``np.flatnonzero`` reads every byte).
+
+    >>> _nonzero(np.arange(21) % 10 == 3, 2).tolist()
+    [3, 13]
+    """
+    if n * 64 > len(mask):
+        return np.flatnonzero(mask)
+    mask = np.ascontiguousarray(mask)
+    head = len(mask) // 8 * 8
+    words = np.flatnonzero(mask[:head].view(np.uint64))
+    r, c = np.nonzero(mask[:head].reshape(-1, 8)[words])
+    ids = words[r] * 8 + c
+    if head == len(mask):
+        return ids
+    return np.concatenate([ids, np.flatnonzero(mask[head:]) + head])
 
 
 class MaskLayout:
@@ -126,6 +146,15 @@ class MaskLayout:
                 row_of = self.row_of
         return np.where(states > 0, row_of[np.maximum(states, 0)], 0)
 
+    def row(self, state: int) -> int:
+        """:meth:`host_rows` of one state, on Python ints (the one-row step)."""
+        if state <= 0:
+            return 0
+        row_of = self.row_of
+        if state < len(row_of) and row_of[state] >= 0:
+            return int(row_of[state])
+        return int(self.host_rows(np.array([state], dtype=np.int64))[0])
+
     def _to_device(self, host: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(host).to(self.device, non_blocking=True)
 
@@ -162,14 +191,19 @@ class PackedMasks(MaskLayout):
         table[base: base + len(states)] = torch.from_numpy(host).to(self.device)
         self.table = table
 
-    def banned(self, rows: torch.Tensor) -> torch.Tensor:
-        """Bool mask (rows x width) of the banned tokens of table ``rows``."""
+    def banned(self, rows) -> torch.Tensor:
+        """Bool mask (rows x width) of the banned tokens of table ``rows`` (a device
+        index tensor, or a slice: one row needs no index copied to the device)."""
         sel = self.table[rows]
         bits = (sel.unsqueeze(-1) >> self.shifts) & 1
         return bits.view(sel.shape[0], -1)[:, : self.width].bool()
 
     def apply(self, scores, states, inplace):
-        banned = self.banned(self._to_device(self.host_rows(states)))
+        if len(states) == 1:
+            r = self.row(int(states[0]))
+            banned = self.banned(slice(r, r + 1))
+        else:
+            banned = self.banned(self._to_device(self.host_rows(states)))
         if inplace:
             return scores.masked_fill_(banned, float("-inf"))
         return scores.masked_fill(banned, float("-inf"))
@@ -203,22 +237,29 @@ class SparseMasks(MaskLayout):
         self.start, self.count, self.first, self.last = (np.zeros(0, dtype=np.int64) for _ in range(4))
         self.keep = np.zeros(0, dtype=bool)
         self._local = threading.local()  # scratch buffers, one set per thread
+        self._ids: dict = {}  # table row -> its ids as an int64 device tensor (one-row steps)
+        self._ids_bytes = 0
         super().__init__(constraint, width, device)
 
     def _store(self, states: list, base: int) -> None:
         need = base + len(states)
         start, count, first, last, keep = (
             _grown(a, need) for a in (self.start, self.count, self.first, self.last, self.keep))
-        lists, num_steps = [], self.num_steps
+        lists, num_steps, ready = [], self.num_steps, {}
         for r, s in enumerate(states, base):
             allowed = self.constraint.allowed_mask(s, self.width)
-            k = 2 * int(np.count_nonzero(allowed)) <= self.width
-            ids = np.flatnonzero(allowed if k else ~allowed)
+            n = int(np.count_nonzero(allowed))
+            k = 2 * n <= self.width
+            ids = _nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n)
             keep[r], start[r], count[r] = k, num_steps, len(ids)
+            gaps = ids.astype(np.int32)  # first id, then differences
             if len(ids):
                 first[r], last[r] = ids[0], ids[-1]
+                np.subtract(gaps[1:], ids[:-1], out=gaps[1:], casting="unsafe")
             num_steps += len(ids)
-            lists.append(np.diff(ids, prepend=0))
+            lists.append(gaps)
+            if len(states) == 1 and self._ids_bytes + 8 * len(ids) <= self.IDS_CACHE_BYTES:
+                ready[r] = ids  # the one-row list, ready before its first use
         if num_steps >= 2**31:  # positions in steps are int32 (about 8 GB of ids)
             raise StateLimitError(
                 f"the CPU masks of the {need} constraint states visited hold more than 2**31 "
@@ -228,6 +269,9 @@ class SparseMasks(MaskLayout):
         steps[num_steps - len(flat): num_steps] = flat
         self.steps, self.num_steps = steps, num_steps
         self.start, self.count, self.first, self.last, self.keep = start, count, first, last, keep
+        for r, ids in ready.items():  # (under the table's lock, like every _store)
+            self._ids[r] = torch.from_numpy(ids).to(self.device)
+            self._ids_bytes += 8 * len(ids)
 
     def _scratch(self, name: str, n: int, dtype: torch.dtype) -> torch.Tensor:
         """A reused buffer of ``n`` elements (per thread): fresh multi-megabyte tensors
@@ -269,7 +313,56 @@ class SparseMasks(MaskLayout):
         idx[small[0]] = small[2]
         return idx.cumsum_(0)
 
+    # Ready int64 id lists for one-row steps are kept up to this many bytes per
+    # table; rows beyond it rebuild theirs from ``steps`` (one cumulative sum).
+    IDS_CACHE_BYTES = 64 << 20
+
+    def row_ids(self, r: int) -> torch.Tensor:
+        """Sorted ids (int64, on the device) listed by table row ``r``.
+
+        >>> from hf_constrained import offline, RegexConstraint
+        >>> tok = offline.local_tokenizer()
+        >>> engine = RegexConstraint.from_tokenizer([r"a|b"], tok)
+        >>> masks = SparseMasks(engine, len(tok), "cpu")
+        >>> tok.decode(masks.row_ids(masks.row(int(engine.starts[0]))).tolist())
+        'ab'
+        """
+        ids = self._ids.get(r)
+        if ids is None:
+            start, count = int(self.start[r]), int(self.count[r])
+            ids = torch.cumsum(self.steps[start: start + count], 0, dtype=torch.int64)  # gaps -> ids
+            if self._ids_bytes + 8 * count <= self.IDS_CACHE_BYTES:
+                with self._lock:
+                    if r not in self._ids:
+                        self._ids[r] = ids
+                        self._ids_bytes += 8 * count
+        return ids
+
+    def _apply_one(self, scores, state: int, inplace: bool):
+        """:meth:`apply` of one row: a single ``index_fill_`` of its banned ids, or
+        its allowed scores saved, the row filled with -inf and written back; off
+        place, an allowed list is written into a fresh -inf row (no copy of the scores)."""
+        r = self.row(state)
+        ids, ninf = self.row_ids(r), float("-inf")
+        own = inplace and scores.is_contiguous()
+        if self.keep[r]:
+            vals = scores[0].index_select(0, ids)
+            if own:
+                out = scores.fill_(ninf)
+            else:
+                out = torch.full(scores.shape, ninf, dtype=scores.dtype, device=scores.device)
+            out[0].index_copy_(0, ids, vals)
+            return out
+        out = scores if own else scores.clone(memory_format=torch.contiguous_format)
+        out[0].index_fill_(0, ids, ninf)
+        return out
+
     def apply(self, scores, states, inplace):
+        if len(states) == 1:
+            return self._apply_one(scores, int(states[0]), inplace)
+        return self._apply_rows(scores, states, inplace)
+
+    def _apply_rows(self, scores, states, inplace):
         if not (inplace and scores.is_contiguous()):
             scores = scores.clone(memory_format=torch.contiguous_format)
         rows = self.host_rows(states)

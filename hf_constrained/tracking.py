@@ -6,6 +6,9 @@ A row of ``input_ids`` is the previous step's row ``parent`` plus one token.
 assisted-decoding rollbacks are followed exactly. One small tensor (parents,
 verified flags, last tokens) crosses to the host per step: the only
 synchronisation. Rows that fail verification are recomputed from their tokens.
+One row whose prefix is the previous step's ids (the most common call) skips the
+hashing: one exact comparison verifies it and the token is the last column
+(:meth:`Run._advance_one`, recording exactly what the general path would).
 
 Every ``generate()`` call gets its own :class:`Run`; :class:`Calls` finds the
 run a processor call belongs to, so any number of calls (in any threads) can
@@ -285,6 +288,45 @@ class Run:
 
     def advance(self, input_ids: torch.Tensor) -> np.ndarray:
         """States of the rows of ``input_ids``, a later step of this call."""
+        if input_ids.shape[0] == 1 and self.weights is None:
+            states = self._advance_one(input_ids)
+            if states is not None:
+                return states
+        return self._advance_rows(input_ids)
+
+    def _advance_one(self, input_ids: torch.Tensor):
+        """The one-row step whose prefix is exactly the previous step's ids (the
+        most common call): verified by one exact comparison, no parent search; the
+        new token is the last column. Records what :meth:`_advance_rows` would
+        (parent 0, the same states and row hash). None when it is not that step:
+        a rollback, a changed prefix, an unknown ancestry (the general path)."""
+        prev = self.last_ids
+        length = input_ids.shape[1]
+        k = length - 1 - self.prompt_len
+        if prev.shape[1] != length - 1 or len(self.hist) != k + 1 or prev.dtype != input_ids.dtype:
+            return None
+        if input_ids.device.type == "cpu":  # no synchronisation to save: direct reads
+            if not torch.equal(input_ids[:, :-1], prev):
+                return None
+            last = int(input_ids[0, -1])
+        else:  # one small packet to the host, as on the general path
+            packet = torch.stack([(input_ids[0, :-1] == prev[0]).all().long(), input_ids[0, -1]]).cpu()
+            if not bool(packet[0]):
+                return None
+            last = int(packet[1])
+        state = self.hist[k][1]
+        if state[0] == UNKNOWN:
+            return None
+        states = self.constraint.advance(state.copy(), np.array([last], dtype=np.int64))
+        pw = _powers(length, input_ids.device)
+        h = self.last_hash if self.last_hash is not None else _hash(prev, pw)
+        self._record(k + 1, np.zeros(1, dtype=np.int64), states, input_ids)
+        self.last_hash = self.record.last_hash = h + input_ids[:, -1] * pw[length - 1]
+        self.record.hash_len = length
+        return states
+
+    def _advance_rows(self, input_ids: torch.Tensor) -> np.ndarray:
+        """:meth:`advance` for any rows: parents found by row hashes, then verified."""
         rows, length = input_ids.shape
         p = self.prompt_len
         k = length - 1 - p
@@ -391,9 +433,9 @@ class Calls:
             weakref.finalize(config, self._close, key, weakref.ref(run))
         else:
             with self._lock:
-                candidates = [r for r in reversed(self._by_tokens) if r.continues(input_ids)]
-            for run in candidates:
-                if _same_prompts(input_ids[:, : run.prompt_len], run.prompt_ids):
+                runs = list(self._by_tokens)
+            for run in reversed(runs):  # the most recent first: usually the one
+                if run.continues(input_ids) and _same_prompts(input_ids[:, : run.prompt_len], run.prompt_ids):
                     self._local.last = run
                     return run, False
             run = make()
