@@ -144,9 +144,9 @@ from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 
-from ._gc import gc_paused
-from .errors import ConstraintError, RegexSyntaxError, UnsupportedRegexError
-from .regex_parser import (
+from .._gc import gc_paused
+from ..errors import RegexSyntaxError, SchemaError, UnsupportedRegexError
+from ..regex_parser import (
     negate_ranges, normalize_ranges, parse as parse_regex, parse_alternatives,
 )
 from pathlib import Path
@@ -181,15 +181,6 @@ __all__ = [
     "schema_to_regex",
     "suite_table",
 ]
-
-
-class SchemaError(ConstraintError):
-    """The schema cannot be converted exactly.
-
-    The message names the offending keyword and its JSON pointer, e.g.
-    ``unsupported keyword 'uniqueItems' at /properties/tags/uniqueItems: ...``
-    followed by a hint on what to do.
-    """
 
 
 # ---------------------------------------------------------------------------
@@ -2102,6 +2093,3 @@ def main(argv: Optional[list] = None) -> int:
         return 1
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
