@@ -63,6 +63,8 @@ def refusal_reason(message: str) -> str:
             f = re.search(r"format '([^']+)'", message)
             return f"format {f.group(1)}" if f else "format"
         return kw
+    if "MAX_REGEX_TEXT" in message:
+        return "MAX_REGEX_TEXT"
     if "no JSON value" in message:
         return "empty language"
     return message[:60]
