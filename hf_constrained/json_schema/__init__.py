@@ -147,6 +147,7 @@ from functools import lru_cache
 from .._gc import gc_paused
 from ..errors import RegexSyntaxError, SchemaError, UnsupportedRegexError
 from .drafts import canonical, check_metaschema, detect_draft
+from .negation import negate
 from ..regex_parser import (
     negate_ranges, normalize_ranges, parse as parse_regex, parse_alternatives,
 )
@@ -164,6 +165,7 @@ __all__ = [
     "DATE_TIME",
     "EMAIL",
     "FORMATS",
+    "HOSTNAME",
     "INTEGER",
     "IPV4",
     "MAX_REGEX_TEXT",
@@ -285,8 +287,16 @@ URI = (
     rf"(?:/{_PCHAR}*)*(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
 )
 
+_SHORT_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,18}[A-Za-z0-9])?"
+
+#: A DNS host name, as a subset that every checker accepts (``fqdn``'s
+#: included): 2 to 6 labels of at most 20 characters, an alphabetic top-level
+#: label, so never more than 125 characters.
+HOSTNAME = rf"(?:{_SHORT_LABEL}\.){{1,5}}[A-Za-z]{{2,20}}"
+
 #: Supported ``format`` values -> content regex.
 FORMATS = {
+    "hostname": HOSTNAME,
     "date": DATE,
     "time": TIME,
     "date-time": DATE_TIME,
@@ -305,6 +315,7 @@ _FORMAT_LENGTHS = {
     "email": (6, None),
     "ipv4": (7, 15),
     "uri": (5, None),
+    "hostname": (4, 125),
 }
 
 
@@ -1174,6 +1185,11 @@ class _Converter:
         self._any_cache: dict = {}
         self.integral_floats = True
         self._index_resources()
+        # unevaluated* depend on which subschemas *evaluated* a member: the
+        # negation-based rewrites of oneOf/not/if would change that
+        self.has_unevaluated = any(
+            isinstance(sub, dict) and ("unevaluatedProperties" in sub or "unevaluatedItems" in sub)
+            for sub, _ in _walk(root))
 
     # -- entry point ------------------------------------------------------
 
@@ -1330,11 +1346,24 @@ class _Converter:
                     sub = self.part(rest[branch], _ptr(p, branch), lin)
                     if not self._flatten(sub, out, entered):
                         return False
+            elif ("then" in rest or "else" in rest) and self.has_unevaluated:
+                raise _unsupported("if", _ptr(p, "if"), "conditional subschemas with a "
+                                   "non-boolean 'if' next to unevaluated* keywords")
             elif "then" in rest or "else" in rest:
-                raise _unsupported("if", _ptr(p, "if"),
-                                   "conditional subschemas with a non-boolean 'if'")
+                # (if ∧ then) ∨ (¬if ∧ else), ¬if under-approximated
+                rest.pop("if")
+                then, else_ = rest.pop("then", True), rest.pop("else", True)
+                neg = self.negation(cond, _ptr(p, "if"))
+                branches = [{"allOf": [cond, then]}]
+                if neg is not False:
+                    branches.append({"allOf": [neg, else_]})
+                out.append(self.part({"anyOf": branches}, _ptr(p, "if"), lin))
             else:
                 rest.pop("if")  # `if` alone constrains nothing
+        if "not" in rest and not self._simple_not(rest["not"]) and not self.has_unevaluated:
+            neg = self.negation(rest.pop("not"), _ptr(p, "not"))
+            if neg is False or not self._flatten(self.part(neg, _ptr(p, "not"), lin), out, entered):
+                return False
         if "if" not in rest:  # then/else without if are ignored by the spec
             rest.pop("then", None)
             rest.pop("else", None)
@@ -1402,14 +1431,45 @@ class _Converter:
     def _distribute(self, flat: list, index: int, keyword: str) -> Optional[str]:
         s, p, lin = flat[index]
         branches = s[keyword]
-        if keyword == "oneOf":
-            self._check_disjoint(branches, _ptr(p, keyword))
         rest = dict(s)
         rest.pop(keyword)
         base = flat[:index] + [_Part(rest, p, lin)] + flat[index + 1:]
-        alts = [self.convert(base + [self.part(b, _ptr(p, keyword, i), lin)])
-                for i, b in enumerate(branches)]
+        alts = []
+        for i, b in enumerate(branches):
+            parts = base + [self.part(b, _ptr(p, keyword, i), lin)]
+            if keyword == "oneOf" and self.has_unevaluated:
+                if i == 0:  # negated branches would count as evaluating
+                    self._check_disjoint(branches, _ptr(p, keyword))
+            elif keyword == "oneOf":
+                # exactly one branch: conjoin the negation of every other
+                # branch that is not provably disjoint from this one
+                for j, other in enumerate(branches):
+                    if j == i or self._disjoint(b, other, _ptr(p, keyword)):
+                        continue
+                    jptr = _ptr(p, keyword, j)
+                    neg = self.negation(other, jptr)
+                    if neg is False:
+                        parts = None
+                        break
+                    parts.append(self.part(neg, jptr, lin))
+            if parts is not None:
+                alts.append(self.convert(parts))
+        if keyword == "oneOf" and not any(a is not None for a in alts) and branches:
+            raise _refuse("oneOf", _ptr(p, keyword), "no branch could be generated so that "
+                          "the other branches fail (their negation is not expressible); use "
+                          "anyOf if overlapping is acceptable, or make the branches disjoint "
+                          "(different types, or a required property with different const values)")
         return _alt(alts)
+
+    def negation(self, schema: Any, ptr: str) -> Any:
+        """A schema whose instances all fail ``schema`` (see negation.py)."""
+        def resolve(ref: str):
+            try:
+                return self.resolve(ref, _ptr(ptr, "$ref"))[0]
+            except SchemaError:
+                return None
+
+        return negate(schema, resolve)
 
     # -- oneOf disjointness -------------------------------------------------
 
@@ -1616,6 +1676,16 @@ class _Converter:
             ptr = next(_ptr(p, "not") for s, p, _ in flat if "not" in s)
             raise _unsupported("not", ptr, "non-integral numbers only")
         return kinds
+
+    @staticmethod
+    def _simple_not(sub: Any) -> bool:
+        """``not`` that only removes JSON types (handled by :meth:`_kinds`)."""
+        if sub is True or sub is False:
+            return True
+        return isinstance(sub, dict) and set(sub) <= _ANNOTATIONS | {"type"} and (
+            "type" not in sub or "integer" not in (
+                sub["type"] if isinstance(sub["type"], list) else [sub["type"]])
+            or "number" in (sub["type"] if isinstance(sub["type"], list) else [sub["type"]]))
 
     def _not_kinds(self, sub: Any, ptr: str) -> set:
         """Kinds excluded by ``not: sub``."""
