@@ -168,6 +168,8 @@ __all__ = [
     "HOSTNAME",
     "INTEGER",
     "IPV4",
+    "MAX_CONVERSIONS",
+    "MAX_NEGATION_ALTERNATIVES",
     "MAX_REGEX_TEXT",
     "NULL",
     "NUMBER",
@@ -196,6 +198,15 @@ WHITESPACE = r"[ ]?"
 #: Cap on the regex *text* while it is being built (checked at every subschema),
 #: so schemas whose regex grows exponentially are refused fast.
 MAX_REGEX_TEXT = 400_000
+
+#: Most alternatives that the negated other branches of one ``oneOf`` branch
+#: may distribute into (each is converted): beyond it the oneOf is refused
+#: rather than converted in exponential time.
+MAX_NEGATION_ALTERNATIVES = 64
+
+#: Most conversions of (sub)schema conjunctions one schema may need; beyond it
+#: the schema is refused instead of taking unbounded time.
+MAX_CONVERSIONS = 200_000
 
 #: Maximal container nesting of unconstrained values (``{}``/``true``).
 ANY_VALUE_MAX_DEPTH = 2
@@ -1184,6 +1195,7 @@ class _Converter:
         self._validator = None
         self._any_cache: dict = {}
         self.integral_floats = True
+        self.conversions = 0
         self._index_resources()
         # unevaluated* depend on which subschemas *evaluated* a member: the
         # negation-based rewrites of oneOf/not/if would change that
@@ -1293,6 +1305,12 @@ class _Converter:
 
     def convert(self, parts: list) -> Optional[str]:
         """Regex for the conjunction of ``parts`` (None: empty language)."""
+        self.conversions += 1
+        if self.conversions > MAX_CONVERSIONS:
+            raise SchemaError(
+                f"schema at {parts[0].ptr or '/'}: converting it needs more than "
+                f"MAX_CONVERSIONS={MAX_CONVERSIONS} subschema conversions (many overlapping "
+                "oneOf/anyOf/dependencies multiply); lower max_recursion_depth or simplify it")
         entered: list[str] = []
         try:
             flat: list = []
@@ -1437,6 +1455,7 @@ class _Converter:
         alts = []
         for i, b in enumerate(branches):
             parts = base + [self.part(b, _ptr(p, keyword, i), lin)]
+            combos = 1
             if keyword == "oneOf" and self.has_unevaluated:
                 if i == 0:  # negated branches would count as evaluating
                     self._check_disjoint(branches, _ptr(p, keyword))
@@ -1452,6 +1471,14 @@ class _Converter:
                         parts = None
                         break
                     parts.append(self.part(neg, jptr, lin))
+                    combos *= _alternatives(neg)
+                    if combos > MAX_NEGATION_ALTERNATIVES:
+                        raise _refuse(
+                            "oneOf", _ptr(p, keyword),
+                            f"branch {i} overlaps the other branches and negating them gives "
+                            f"more than MAX_NEGATION_ALTERNATIVES={MAX_NEGATION_ALTERNATIVES} "
+                            "alternatives; use anyOf if overlapping is acceptable, or make the "
+                            "branches disjoint (a required property with different const values)")
             if parts is not None:
                 alts.append(self.convert(parts))
         if keyword == "oneOf" and not any(a is not None for a in alts) and branches:
@@ -2040,6 +2067,19 @@ class _Converter:
                 raise _unsupported("maxProperties", ptr)
             limit = value if limit is None else min(limit, value)
         return limit
+
+
+def _alternatives(schema: Any) -> int:
+    """How many alternatives flattening ``schema`` distributes into (anyOf sums,
+    allOf multiplies; nested values are converted separately and do not count)."""
+    if not isinstance(schema, dict):
+        return 1
+    n = 1
+    if isinstance(schema.get("anyOf"), list):
+        n = sum(_alternatives(b) for b in schema["anyOf"]) or 1
+    for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
+        n *= _alternatives(sub)
+    return n
 
 
 def _join_members(members: list, sep: str) -> tuple[Optional[str], bool]:
