@@ -894,7 +894,7 @@ def test_boolean_schemas():
      "uniqueItems", "/properties/items/uniqueItems"),
     ({"type": "array", "contains": {"type": "integer"}}, "contains", "/contains"),
     ({"type": "number", "multipleOf": 3}, "multipleOf", "/multipleOf"),
-    ({"type": "object", "minProperties": 1}, "minProperties", "/minProperties"),
+    ({"type": "object", "minProperties": 2}, "minProperties", "/minProperties"),
     ({"properties": {"a": {}, "b": {}}, "maxProperties": 1}, "maxProperties",
      "/maxProperties"),
     ({"type": "array", "contains": {}, "minContains": 0, "maxContains": 1}, "contains",

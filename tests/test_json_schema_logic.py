@@ -113,3 +113,14 @@ def test_one_of_refusal_when_nothing_is_left():
 ])
 def test_if_then_else(schema):
     assert assert_sound(schema)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "minProperties": 1},
+    {"type": "object", "minProperties": 1, "properties": {"a": {}, "b": {"type": "integer"}}},
+    {"type": "object", "minProperties": 1, "properties": {"a": {}},
+     "additionalProperties": {"type": "string"}},
+])
+def test_min_properties_one_is_exact(schema):
+    got = assert_sound(schema)
+    assert {} not in got and any(isinstance(x, dict) for x in got)

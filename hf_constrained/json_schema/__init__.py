@@ -1996,13 +1996,15 @@ class _Converter:
             extra = None
         sep = ws + "," + ws
         declared, empty_ok = _join_members(members, sep)
+        # minProperties 1: any non-empty selection (an object with a member has >= 1 key)
+        nonempty = any(int(v) == 1 for v, _ in self._collect(flat, "minProperties"))
         if extra is None:
-            return self._container("\\{", "\\}", declared, empty_ok)
+            return self._container("\\{", "\\}", declared, empty_ok and not nonempty)
         more = _repeat(sep + extra, 0, None if limit is None else limit - 1)
         alts = [None if declared is None else declared + more]
         if empty_ok:
             alts.append(extra + more)
-        return self._container("\\{", "\\}", _alt(alts), empty_ok)
+        return self._container("\\{", "\\}", _alt(alts), empty_ok and not nonempty)
 
     def _extra_member(self, flat: list, names: list, member_parts) -> Optional[str]:
         """Regex for one extra ``"key": value`` member, or None when the
@@ -2054,7 +2056,7 @@ class _Converter:
         n_required = sum(1 for _, req in members if req)
         n_max = None if extra is not None else len(members)
         for value, ptr in self._collect(flat, "minProperties"):
-            if int(value) > n_required:
+            if int(value) > max(n_required, 1):
                 raise _unsupported("minProperties", ptr)
         limit = None
         for value, ptr in self._collect(flat, "maxProperties"):
