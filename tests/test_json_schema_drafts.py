@@ -283,3 +283,12 @@ def test_dependent_required_and_schemas_exhaustive():
                 assert accepts(schema, value) == v.is_valid(value), value
     with pytest.raises(SchemaError, match="invalid schema at /dependentRequired/a"):
         schema_to_regex({"dependentRequired": {"a": "b"}, "$schema": D2019})
+
+
+def test_json_processor_passes_strict(local_tok):
+    from hf_constrained import JSONProcessor
+
+    schema = {"type": "integer", "maximum": 3, "javaType": "Long"}
+    JSONProcessor(schema, local_tok)
+    with pytest.raises(SchemaError, match="'javaType' at /javaType"):
+        JSONProcessor(schema, local_tok, strict=True)

@@ -84,6 +84,17 @@ The language of the regex is a *subset* of the valid instances:
 * ``const``/``enum`` values are written as compact JSON in their given key
   order; an integral number may also be written as ``1`` / ``1.0``.
 
+Drafts and annotations
+======================
+
+The schema is first rewritten into 2020-12 form by :mod:`.drafts` (``$schema``
+selects the draft; without it the reading is lenient).  Keywords that the
+draft does not define are annotations and are ignored (``strict=True``
+refuses them); ``not``, overlapping ``oneOf`` and ``if``/``then``/``else``
+go through :mod:`.negation` (sound, not complete); ``dependentRequired`` /
+``dependentSchemas`` and ``minProperties: 1`` are exact.  Where this
+docstring says a keyword is refused below, those paragraphs win.
+
 Supported keywords
 ==================
 
