@@ -83,6 +83,8 @@ class JSONProcessor(_ParsingProcessor):
         tokenizer: the model's tokenizer.
         whitespace: regex for the whitespace allowed between JSON tokens
             (default: compact, see :func:`schema_to_regex`).
+        strict: refuse keywords and formats the schema's draft does not define
+            instead of ignoring them as annotations.
         **kwargs: passed to :class:`RegexProcessor` (``eos_token_id``, ``cache_dir``...).
 
     :meth:`parse` returns dicts (or Pydantic instances when a model class was given).
@@ -97,11 +99,11 @@ class JSONProcessor(_ParsingProcessor):
     True
     """
 
-    def __init__(self, schema_or_schemas, tokenizer, *, whitespace=None, **kwargs):
+    def __init__(self, schema_or_schemas, tokenizer, *, whitespace=None, strict=False, **kwargs):
         schemas = list(schema_or_schemas) if isinstance(schema_or_schemas, (list, tuple)) else [schema_or_schemas]
         per_prompt = isinstance(schema_or_schemas, (list, tuple))
         self.schemas = schemas
-        regexes = [schema_to_regex(s, whitespace=whitespace) for s in schemas]
+        regexes = [schema_to_regex(s, whitespace=whitespace, strict=strict) for s in schemas]
         super().__init__(regexes if per_prompt else regexes[0], tokenizer, **kwargs)
 
     def _parse_one(self, text: str, prompt: int):
