@@ -52,3 +52,12 @@ class GenerationConflictError(ConstraintError):
     """A ``generate()`` setting or call contradicts the constraint
     (e.g. ``min_new_tokens`` longer than any match, or a list of patterns
     whose length differs from the number of prompts)."""
+
+
+class SchemaError(ConstraintError):
+    """The schema cannot be converted exactly.
+
+    The message names the offending keyword and its JSON pointer, e.g.
+    ``cannot honour keyword 'pattern' at /properties/tags/pattern: ...``
+    followed by a hint on what to do.
+    """

@@ -257,6 +257,10 @@ def _format_ok(fmt: str, text: str) -> bool:
     if fmt == "email":
         local, _, domain = text.rpartition("@")
         return bool(local) and "." in domain and ".." not in text
+    if fmt == "hostname":  # RFC 1123 labels, fqdn's rules: >= 2 labels, <= 253, alphabetic TLD
+        labels = text.split(".")
+        return (len(text) <= 253 and len(labels) >= 2 and labels[-1].isalpha() and all(
+            re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", x) for x in labels))
     if fmt == "uri":
         parts = urlsplit(text)
         return bool(parts.scheme and parts.netloc)
@@ -291,6 +295,8 @@ def test_format_samples_validate(fmt):
      ["a@b", "@b.cd", "a..b@c.de", "a@-b.cd"]),
     ("uri", ["https://example.com/a/b?x=1&y=%20#frag", "ftp://h:21"],
      ["example.com", "http://", "http://a b"]),
+    ("hostname", ["example.com", "a-b.c0.example.org", "x1.io"],
+     ["localhost", "-a.com", "a-.com", "a..com", "a.b1", "a_b.com", "a.com."]),
 ])
 def test_format_examples(fmt, good, bad):
     regex = js.FORMATS[fmt]
@@ -590,7 +596,7 @@ def test_pattern_with_lengths():
     check_samples({"type": "string", "format": "date", "minLength": 10, "maxLength": 10})
     assert "'pattern'" in refusal({"allOf": [{"pattern": "a"}, {"pattern": "b"}],
                                    "type": "string"})
-    assert "'format'" in refusal({"type": "string", "format": "hostname"})
+    assert "'format'" in refusal({"type": "string", "format": "ipv6"})
     # a format is irrelevant when strings are excluded
     assert schema_to_regex({"type": "integer", "format": "hostname"}) == INTEGER
 
@@ -802,18 +808,22 @@ def test_any_of_and_one_of():
          "required": ["kind"]},
         {"type": "object", "properties": {"kind": {"enum": ["y", "z"]}}, "required": ["kind"]},
     ]})
-    msg = refusal({"oneOf": [{"type": "integer"}, {"minimum": 2}]})
+    # overlapping branches: each is generated with the others negated
+    regex = check_samples({"oneOf": [{"type": "integer"}, {"minimum": 2}]})
+    assert matches(regex, 1) and not matches(regex, 2) and matches(regex, "x")
+    msg = refusal({"oneOf": [{"type": "integer"}, {"type": "number"}]})
     assert "'oneOf' at /oneOf" in msg and "anyOf" in msg
-    assert "'oneOf'" in refusal({"oneOf": [{"type": "integer"}, {"type": "number"}]})
 
 
 def test_not_and_if():
     regex = check_samples({"not": {"type": ["string", "object", "array"]}})
     assert matches(regex, None) and not matches(regex, "x")
-    assert "'not' at /not" in refusal({"not": {"const": 1}})
+    regex = check_samples({"not": {"const": 1}})
+    assert matches(regex, "x") and not matches(regex, 1)
     check_samples({"if": True, "then": {"type": "integer"}, "else": {"type": "string"}})
     check_samples({"if": {"type": "integer"}})
-    assert "'if' at /if" in refusal({"if": {"type": "integer"}, "then": {"minimum": 1}})
+    regex = check_samples({"if": {"type": "integer"}, "then": {"minimum": 1}})
+    assert matches(regex, 1) and not matches(regex, 0) and matches(regex, "s")
 
 
 # ---------------------------------------------------------------------------
@@ -883,12 +893,6 @@ def test_boolean_schemas():
     ({"properties": {"items": {"type": "array", "uniqueItems": True}}},
      "uniqueItems", "/properties/items/uniqueItems"),
     ({"type": "array", "contains": {"type": "integer"}}, "contains", "/contains"),
-    ({"type": "object", "dependentRequired": {"a": ["b"]}}, "dependentRequired",
-     "/dependentRequired"),
-    ({"type": "object", "dependentSchemas": {"a": {}}}, "dependentSchemas",
-     "/dependentSchemas"),
-    ({"if": {"minimum": 1}, "then": {"maximum": 3}}, "if", "/if"),
-    ({"not": {"minimum": 1}}, "not", "/not"),
     ({"type": "number", "multipleOf": 3}, "multipleOf", "/multipleOf"),
     ({"type": "object", "minProperties": 1}, "minProperties", "/minProperties"),
     ({"properties": {"a": {}, "b": {}}, "maxProperties": 1}, "maxProperties",
@@ -896,12 +900,7 @@ def test_boolean_schemas():
     ({"type": "array", "contains": {}, "minContains": 0, "maxContains": 1}, "contains",
      "/contains"),
     ({"items": {"$dynamicRef": "#x"}}, "$dynamicRef", "/items/$dynamicRef"),
-    ({"$defs": {"a": {"$id": "a.json", "items": {"$ref": "#"}}}}, "$id", "/$defs/a/$id"),
-    ({"type": "string", "contentEncoding": "base64"}, "contentEncoding", "/contentEncoding"),
     ({"anyOf": [{"type": "string", "format": "ipv6"}]}, "format", "/anyOf/0/format"),
-    ({"allOf": [{"type": "string"}, {"additionalItems": False}]}, "additionalItems",
-     "/allOf/1/additionalItems"),
-    ({"x-unknown": 1}, "x-unknown", "/x-unknown"),
     ({"$ref": "http://example.com/schema"}, "$ref", "/$ref"),
 ])
 def test_refusals_name_keyword_and_pointer(schema, keyword, pointer):

@@ -144,9 +144,11 @@ from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 
-from ._gc import gc_paused
-from .errors import ConstraintError, RegexSyntaxError, UnsupportedRegexError
-from .regex_parser import (
+from .._gc import gc_paused
+from ..errors import RegexSyntaxError, SchemaError, UnsupportedRegexError
+from .drafts import canonical, check_metaschema, detect_draft
+from .negation import negate
+from ..regex_parser import (
     negate_ranges, normalize_ranges, parse as parse_regex, parse_alternatives,
 )
 from pathlib import Path
@@ -163,6 +165,7 @@ __all__ = [
     "DATE_TIME",
     "EMAIL",
     "FORMATS",
+    "HOSTNAME",
     "INTEGER",
     "IPV4",
     "MAX_REGEX_TEXT",
@@ -181,15 +184,6 @@ __all__ = [
     "schema_to_regex",
     "suite_table",
 ]
-
-
-class SchemaError(ConstraintError):
-    """The schema cannot be converted exactly.
-
-    The message names the offending keyword and its JSON pointer, e.g.
-    ``unsupported keyword 'uniqueItems' at /properties/tags/uniqueItems: ...``
-    followed by a hint on what to do.
-    """
 
 
 # ---------------------------------------------------------------------------
@@ -293,8 +287,16 @@ URI = (
     rf"(?:/{_PCHAR}*)*(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
 )
 
+_SHORT_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,18}[A-Za-z0-9])?"
+
+#: A DNS host name, as a subset that every checker accepts (``fqdn``'s
+#: included): 2 to 6 labels of at most 20 characters, an alphabetic top-level
+#: label, so never more than 125 characters.
+HOSTNAME = rf"(?:{_SHORT_LABEL}\.){{1,5}}[A-Za-z]{{2,20}}"
+
 #: Supported ``format`` values -> content regex.
 FORMATS = {
+    "hostname": HOSTNAME,
     "date": DATE,
     "time": TIME,
     "date-time": DATE_TIME,
@@ -313,6 +315,7 @@ _FORMAT_LENGTHS = {
     "email": (6, None),
     "ipv4": (7, 15),
     "uri": (5, None),
+    "hostname": (4, 125),
 }
 
 
@@ -1083,6 +1086,23 @@ def _subschemas(schema: Any, pointer: str) -> Iterator[tuple[Any, str]]:
                 yield sub, _ptr(pointer, kw, i)
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _join_uri(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` (also for ``urn:`` bases, which
+    :func:`urllib.parse.urljoin` does not join).
+
+    >>> _join_uri("urn:x", "#/a"), _join_uri("http://e.com/a/b.json", "c.json#f")
+    ('urn:x#/a', 'http://e.com/a/c.json#f')
+    """
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if _SCHEME.match(ref) or not base:
+        return ref
+    return urljoin(base, ref)
+
+
 def _walk(schema: Any, pointer: str = "") -> Iterator[tuple[Any, str]]:
     """All subschemas (pre-order, including ``schema`` itself)."""
     yield schema, pointer
@@ -1109,17 +1129,6 @@ def _load(schema: Any) -> Any:
         return method()
     raise TypeError("schema must be a dict, a bool, a JSON string or a "
                     f"pydantic model class, not {type(schema).__name__}")
-
-
-def _check_metaschema(root: Any) -> None:
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError as JsError
-
-    try:
-        Draft202012Validator.check_schema(root)
-    except JsError as exc:
-        path = _ptr("", *exc.path)
-        raise SchemaError(f"invalid schema at {path or '/'}: {exc.message}") from None
 
 
 # ---------------------------------------------------------------------------
@@ -1174,15 +1183,17 @@ class _Converter:
         self._ids = 0
         self._validator = None
         self._any_cache: dict = {}
-        self.base_uri = ""
-        if isinstance(root, dict) and isinstance(root.get("$id"), str):
-            self.base_uri = urldefrag(root["$id"])[0]
-        self.anchors = self._collect_anchors()
+        self.integral_floats = True
+        self._index_resources()
+        # unevaluated* depend on which subschemas *evaluated* a member: the
+        # negation-based rewrites of oneOf/not/if would change that
+        self.has_unevaluated = any(
+            isinstance(sub, dict) and ("unevaluatedProperties" in sub or "unevaluatedItems" in sub)
+            for sub, _ in _walk(root))
 
     # -- entry point ------------------------------------------------------
 
     def run(self) -> str:
-        self._check_embedded_resources()
         self.ref_counts[""] = 1
         result = self.convert([self.part(self.root, "")])
         if result is None:
@@ -1202,53 +1213,55 @@ class _Converter:
 
     # -- references ---------------------------------------------------------
 
-    def _collect_anchors(self) -> dict:
-        anchors: dict = {}
+    def _index_resources(self) -> None:
+        """Base URI of every subschema, the resources (``$id``) and anchors."""
+        self.resources: dict = {}   # absolute URI (no fragment) -> (schema, ptr)
+        self.anchors: dict = {}     # (URI, name) -> (schema, ptr)
+        self.base_of: dict = {}     # subschema pointer -> base URI
 
-        def visit(schema: Any, ptr: str) -> None:
+        def visit(schema: Any, ptr: str, base: str) -> None:
             if not isinstance(schema, dict):
                 return
-            if ptr and isinstance(schema.get("$id"), str):
-                return  # another resource: its anchors are not ours
+            if isinstance(schema.get("$id"), str):
+                base = urldefrag(_join_uri(base, schema["$id"]))[0]
+                self.resources.setdefault(base, (schema, ptr))
+            self.base_of[ptr] = base
             for kw in ("$anchor", "$dynamicAnchor"):
                 if isinstance(schema.get(kw), str):
-                    anchors.setdefault(schema[kw], (schema, ptr))
+                    self.anchors.setdefault((base, schema[kw]), (schema, ptr))
             for sub, p in _subschemas(schema, ptr):
-                visit(sub, p)
+                visit(sub, p, base)
 
-        visit(self.root, "")
-        return anchors
+        self.resources[""] = (self.root, "")
+        visit(self.root, "", "")
+        self.base_uri = self.base_of.get("", "")
+        # Best-effort helpers (oneOf proofs) resolve from the root only: safe
+        # when the document is one resource.
+        self.one_resource = len({b for b in self.base_of.values()}) <= 1
 
-    def _check_embedded_resources(self) -> None:
-        for schema, ptr in _walk(self.root):
-            if ptr and isinstance(schema, dict) and "$id" in schema:
-                for sub, p in _walk(schema, ptr):
-                    if isinstance(sub, dict) and ("$ref" in sub or "$dynamicRef" in sub):
-                        raise _refuse(
-                            "$id", _ptr(ptr, "$id"),
-                            "an embedded resource (a subschema with its own "
-                            f"$id) contains a reference at {p}, which would "
-                            "resolve against another base URI; move the "
-                            "subschema to $defs without $id")
+    def _base(self, ptr: str) -> str:
+        while ptr not in self.base_of and ptr:
+            ptr = ptr.rsplit("/", 1)[0]
+        return self.base_of.get(ptr, self.base_uri)
 
     def resolve(self, ref: Any, ptr: str) -> tuple[Any, str]:
-        """Resolve a local ``$ref``; returns (target, target pointer)."""
+        """Resolve a ``$ref`` found at ``ptr`` (the keyword's pointer) against
+        the base URI there; returns (target, target pointer)."""
         if not isinstance(ref, str):
             raise _refuse("$ref", ptr, "$ref must be a string")
-        if ref.startswith("#"):
-            base, frag = self.base_uri, ref[1:]
-        else:
-            base, frag = urldefrag(urljoin(self.base_uri, ref) if self.base_uri else ref)
-        if base != self.base_uri or not base and not ref.startswith("#"):
-            raise _refuse("$ref", ptr, f"only local references ('#', '#/...', "
-                          f"'#anchor') are supported, not {ref!r}; inline the "
-                          "referenced schema under $defs")
+        uri, frag = urldefrag(_join_uri(self._base(ptr.rsplit("/", 1)[0]), ref))
+        if uri not in self.resources:
+            raise _refuse("$ref", ptr, f"only references into this document ('#', "
+                          f"'#/...', '#anchor', or a subschema's $id) are supported, not "
+                          f"{ref!r} (resolved to {uri!r}); inline the referenced schema "
+                          "under $defs")
+        resource, rptr = self.resources[uri]
         frag = unquote(frag)
         if frag and not frag.startswith("/"):
-            if frag not in self.anchors:
-                raise _refuse("$ref", ptr, f"anchor {frag!r} not found")
-            return self.anchors[frag]
-        target: Any = self.root
+            if (uri, frag) not in self.anchors:
+                raise _refuse("$ref", ptr, f"anchor {frag!r} not found in {uri or 'the root'}")
+            return self.anchors[(uri, frag)]
+        target: Any = resource
         tokens = frag.split("/")[1:] if frag else []
         clean = []
         for tok in tokens:
@@ -1260,7 +1273,7 @@ class _Converter:
                 target = target[int(tok)]
             else:
                 raise _refuse("$ref", ptr, f"reference {ref!r} does not resolve")
-        return target, _ptr("", *clean)
+        return target, _ptr(rptr, *clean)
 
     # -- validation oracle (for enum/const and oneOf) -----------------------
 
@@ -1333,11 +1346,24 @@ class _Converter:
                     sub = self.part(rest[branch], _ptr(p, branch), lin)
                     if not self._flatten(sub, out, entered):
                         return False
+            elif ("then" in rest or "else" in rest) and self.has_unevaluated:
+                raise _unsupported("if", _ptr(p, "if"), "conditional subschemas with a "
+                                   "non-boolean 'if' next to unevaluated* keywords")
             elif "then" in rest or "else" in rest:
-                raise _unsupported("if", _ptr(p, "if"),
-                                   "conditional subschemas with a non-boolean 'if'")
+                # (if ∧ then) ∨ (¬if ∧ else), ¬if under-approximated
+                rest.pop("if")
+                then, else_ = rest.pop("then", True), rest.pop("else", True)
+                neg = self.negation(cond, _ptr(p, "if"))
+                branches = [{"allOf": [cond, then]}]
+                if neg is not False:
+                    branches.append({"allOf": [neg, else_]})
+                out.append(self.part({"anyOf": branches}, _ptr(p, "if"), lin))
             else:
                 rest.pop("if")  # `if` alone constrains nothing
+        if "not" in rest and not self._simple_not(rest["not"]) and not self.has_unevaluated:
+            neg = self.negation(rest.pop("not"), _ptr(p, "not"))
+            if neg is False or not self._flatten(self.part(neg, _ptr(p, "not"), lin), out, entered):
+                return False
         if "if" not in rest:  # then/else without if are ignored by the spec
             rest.pop("then", None)
             rest.pop("else", None)
@@ -1348,6 +1374,10 @@ class _Converter:
         for part in flat:
             if "enum" in part.schema or "const" in part.schema:
                 return self._finite(original, part)
+        for i, part in enumerate(flat):
+            for kw in ("dependentRequired", "dependentSchemas"):
+                if isinstance(part.schema.get(kw), dict) and part.schema[kw]:
+                    return self._dependency(flat, i, kw)
         for i, part in enumerate(flat):
             for kw in ("anyOf", "oneOf"):
                 if kw in part.schema:
@@ -1368,17 +1398,78 @@ class _Converter:
                 if all(self.is_valid(q.schema, v, kw, _ptr(p, kw)) for q in parts)]
         return _alt([self.literal(v) for v in kept])
 
+    def _dependency(self, flat: list, index: int, keyword: str) -> Optional[str]:
+        """One ``dependentRequired``/``dependentSchemas`` entry ``name: dep``,
+        split exactly into two alternatives: ``name`` absent, or ``name``
+        present and ``dep`` holds (required names / the dependent schema)."""
+        s, p, lin = flat[index]
+        deps = dict(s[keyword])
+        name, dep = next(iter(deps.items()))
+        del deps[name]
+        rest = dict(s)
+        if deps:
+            rest[keyword] = deps
+        else:
+            del rest[keyword]
+        dptr = _ptr(p, keyword, name)
+        base = flat[:index] + [_Part(rest, p, lin)] + flat[index + 1:]
+        if keyword == "dependentRequired":
+            if not isinstance(dep, list) or not all(isinstance(n, str) for n in dep):
+                raise _refuse(keyword, dptr, "must be an array of property names")
+            if not dep:
+                return self.convert(base)
+            present = [self.part({"required": [name] + dep}, dptr, lin)]
+        else:
+            present = [self.part({"required": [name]}, dptr, lin), self.part(dep, dptr, lin)]
+        absent_schema = {"properties": {name: False}}
+        if not any("properties" in q.schema for q in flat):
+            # a free-form object stays open: extra names still avoid `name`
+            absent_schema["additionalProperties"] = True
+        absent = [self.part(absent_schema, dptr, lin)]
+        return _alt([self.convert(base + absent), self.convert(base + present)])
+
     def _distribute(self, flat: list, index: int, keyword: str) -> Optional[str]:
         s, p, lin = flat[index]
         branches = s[keyword]
-        if keyword == "oneOf":
-            self._check_disjoint(branches, _ptr(p, keyword))
         rest = dict(s)
         rest.pop(keyword)
         base = flat[:index] + [_Part(rest, p, lin)] + flat[index + 1:]
-        alts = [self.convert(base + [self.part(b, _ptr(p, keyword, i), lin)])
-                for i, b in enumerate(branches)]
+        alts = []
+        for i, b in enumerate(branches):
+            parts = base + [self.part(b, _ptr(p, keyword, i), lin)]
+            if keyword == "oneOf" and self.has_unevaluated:
+                if i == 0:  # negated branches would count as evaluating
+                    self._check_disjoint(branches, _ptr(p, keyword))
+            elif keyword == "oneOf":
+                # exactly one branch: conjoin the negation of every other
+                # branch that is not provably disjoint from this one
+                for j, other in enumerate(branches):
+                    if j == i or self._disjoint(b, other, _ptr(p, keyword)):
+                        continue
+                    jptr = _ptr(p, keyword, j)
+                    neg = self.negation(other, jptr)
+                    if neg is False:
+                        parts = None
+                        break
+                    parts.append(self.part(neg, jptr, lin))
+            if parts is not None:
+                alts.append(self.convert(parts))
+        if keyword == "oneOf" and not any(a is not None for a in alts) and branches:
+            raise _refuse("oneOf", _ptr(p, keyword), "no branch could be generated so that "
+                          "the other branches fail (their negation is not expressible); use "
+                          "anyOf if overlapping is acceptable, or make the branches disjoint "
+                          "(different types, or a required property with different const values)")
         return _alt(alts)
+
+    def negation(self, schema: Any, ptr: str) -> Any:
+        """A schema whose instances all fail ``schema`` (see negation.py)."""
+        def resolve(ref: str):
+            try:
+                return self.resolve(ref, _ptr(ptr, "$ref"))[0]
+            except SchemaError:
+                return None
+
+        return negate(schema, resolve)
 
     # -- oneOf disjointness -------------------------------------------------
 
@@ -1388,8 +1479,10 @@ class _Converter:
             siblings = set(schema) - _ANNOTATIONS - {"$ref"}
             if siblings:
                 break
+            if not self.one_resource:
+                break
             try:
-                schema, _ = self.resolve(schema["$ref"], "")
+                schema, _ = self.resolve(schema["$ref"], "/$ref")
             except SchemaError:
                 break
             depth += 1
@@ -1409,9 +1502,9 @@ class _Converter:
             kinds &= _json_type_kinds(schema["const"])
         if isinstance(schema.get("enum"), list):
             kinds &= set().union(set(), *[_json_type_kinds(v) for v in schema["enum"]])
-        if "$ref" in schema:
+        if "$ref" in schema and self.one_resource:
             try:
-                target, _ = self.resolve(schema["$ref"], "")
+                target, _ = self.resolve(schema["$ref"], "/$ref")
                 kinds &= self._possible_kinds(target, depth + 1)
             except SchemaError:
                 pass
@@ -1485,8 +1578,8 @@ class _Converter:
         if isinstance(value, (int, float)):
             forms = [json.dumps(value)]
             if isinstance(value, float) and value.is_integer():
-                forms.append(str(int(value)))
-            if isinstance(value, int):
+                forms = [str(int(value))] + (forms if self.integral_floats else [])
+            if isinstance(value, int) and self.integral_floats:
                 try:
                     if float(value) == value:
                         forms.append(json.dumps(float(value)))
@@ -1583,6 +1676,16 @@ class _Converter:
             ptr = next(_ptr(p, "not") for s, p, _ in flat if "not" in s)
             raise _unsupported("not", ptr, "non-integral numbers only")
         return kinds
+
+    @staticmethod
+    def _simple_not(sub: Any) -> bool:
+        """``not`` that only removes JSON types (handled by :meth:`_kinds`)."""
+        if sub is True or sub is False:
+            return True
+        return isinstance(sub, dict) and set(sub) <= _ANNOTATIONS | {"type"} and (
+            "type" not in sub or "integer" not in (
+                sub["type"] if isinstance(sub["type"], list) else [sub["type"]])
+            or "number" in (sub["type"] if isinstance(sub["type"], list) else [sub["type"]]))
 
     def _not_kinds(self, sub: Any, ptr: str) -> set:
         """Kinds excluded by ``not: sub``."""
@@ -1797,11 +1900,6 @@ class _Converter:
     def _object(self, flat: list) -> Optional[str]:
         if not any(set(s) & _OBJECT_KEYWORDS for s, _, _ in flat):
             return self.any_container("object")
-        for s, p, _ in flat:
-            for kw in ("dependentRequired", "dependentSchemas"):
-                if s.get(kw):
-                    if any(v for v in s[kw].values()) or kw == "dependentSchemas":
-                        raise _unsupported(kw, _ptr(p, kw))
         names: list = []
         for s, _, _ in flat:
             for name in s.get("properties", {}):
@@ -2009,7 +2107,7 @@ def _key_excluding(names: list) -> str:
 
 
 def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
-                    max_recursion_depth: int = 3) -> str:
+                    max_recursion_depth: int = 3, strict: bool = False) -> str:
     """Convert a JSON Schema into a regex whose matches all validate.
 
     :param schema: a dict or bool (the schema), a JSON string, or a pydantic
@@ -2021,6 +2119,9 @@ def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
     :param max_recursion_depth: how many times one ``$ref`` target may be
         active along a path (>= 1).  Deeper recursive alternatives are not
         offered.
+    :param strict: refuse keywords (and ``format`` values) that the
+        schema's draft does not define, instead of ignoring them as
+        annotations (see :mod:`hf_constrained.json_schema.drafts`).
     :raises SchemaError: the schema uses something that cannot be honoured
         exactly (the message names the keyword and its JSON pointer), is
         invalid, or admits no generatable value.
@@ -2037,9 +2138,12 @@ def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
     ws = _whitespace_regex(WHITESPACE if whitespace is None else whitespace)
     if not isinstance(max_recursion_depth, int) or max_recursion_depth < 1:
         raise ValueError("max_recursion_depth must be an integer >= 1")
-    _check_metaschema(root)
+    check_metaschema(root)
     with gc_paused():
-        return _Converter(root, ws, max_recursion_depth).run()
+        conv = _Converter(canonical(root, strict=strict), ws, max_recursion_depth)
+        # Draft 04 counts 1.0 as a number but not as an integer: write integral values bare.
+        conv.integral_floats = detect_draft(root)[0] != "draft4"
+        return conv.run()
 
 
 # ---------------------------------------------------------------------------
@@ -2102,6 +2206,3 @@ def main(argv: Optional[list] = None) -> int:
         return 1
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m hf_constrained.json_schema``: convert a schema file or print the suite table."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
