@@ -69,9 +69,10 @@ class _ParsingProcessor(RegexProcessor):
 
     def _full_match(self, token_ids: list, prompt: int) -> bool:
         """Whether a sample cut off before EOS already is a full match (then it is a result)."""
-        start = self._starts[prompt if len(self._starts) > 1 else 0]
-        state = int(self.index.walk_tokens(np.array([start]), np.array([token_ids], dtype=np.int64).reshape(1, -1))[0])
-        return state > 0 and bool(self.dfa.accepting[state])
+        starts = self.constraint.starts
+        start = starts[prompt if len(starts) > 1 else 0]
+        state = self.constraint.walk(np.array([start]), np.array([token_ids], dtype=np.int64).reshape(1, -1))
+        return bool(self.constraint.accepting(state)[0])
 
 
 class JSONProcessor(_ParsingProcessor):
@@ -83,6 +84,10 @@ class JSONProcessor(_ParsingProcessor):
         tokenizer: the model's tokenizer.
         whitespace: regex for the whitespace allowed between JSON tokens
             (default: compact, see :func:`schema_to_regex`).
+        max_recursion_depth: how often a recursive ``$ref`` is unrolled in the regex (default 3);
+            None: a recursive schema becomes a grammar with no depth limit
+            (:mod:`hf_constrained.json_schema.recursive`; slower per step, masks not cached on
+            disk). A schema without recursion stays on the regex path either way.
         **kwargs: passed to :class:`RegexProcessor` (``eos_token_id``, ``cache_dir``...).
 
     :meth:`parse` returns dicts (or Pydantic instances when a model class was given).
@@ -97,11 +102,18 @@ class JSONProcessor(_ParsingProcessor):
     True
     """
 
-    def __init__(self, schema_or_schemas, tokenizer, *, whitespace=None, **kwargs):
+    def __init__(self, schema_or_schemas, tokenizer, *, whitespace=None, max_recursion_depth=3, **kwargs):
         schemas = list(schema_or_schemas) if isinstance(schema_or_schemas, (list, tuple)) else [schema_or_schemas]
         per_prompt = isinstance(schema_or_schemas, (list, tuple))
         self.schemas = schemas
-        regexes = [schema_to_regex(s, whitespace=whitespace) for s in schemas]
+        if max_recursion_depth is None:  # recursive schemas as grammars (json_schema/recursive.py)
+            from .json_schema.recursive import init_grammar_route
+            regexes = init_grammar_route(self, schemas, per_prompt, tokenizer, whitespace, kwargs)
+            if regexes is None:
+                return
+        else:
+            regexes = [schema_to_regex(s, whitespace=whitespace, max_recursion_depth=max_recursion_depth)
+                       for s in schemas]
         super().__init__(regexes if per_prompt else regexes[0], tokenizer, **kwargs)
 
     def _parse_one(self, text: str, prompt: int):

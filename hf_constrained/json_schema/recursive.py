@@ -341,3 +341,37 @@ def schema_to_grammar(schema: Any, *, whitespace: Optional[str] = None, strict: 
     (True, ['\\\\['])
     """
     return rules_to_cfg(schema_rules(schema, whitespace=whitespace, strict=strict))
+
+
+# ---------------------------------------------------------------- JSONProcessor(max_recursion_depth=None)
+_GRAMMAR_KWARGS = ("eos_token_id", "cache_dir", "mask_layout", "track_weights",
+                   "max_configs", "max_threads", "max_items", "max_nodes")
+
+
+def init_grammar_route(proc, schemas: list, per_prompt: bool, tokenizer, whitespace, kwargs: dict):
+    """``JSONProcessor(..., max_recursion_depth=None)``: when some schema recurses, set ``proc``
+    up on a :class:`~hf_constrained.grammar.GrammarConstraint` (every schema as a grammar) and
+    return None; otherwise return the schemas' regexes for the regex path."""
+    converted = [schema_rules(s, whitespace=whitespace) for s in schemas]
+    if not any(r.recursive for r in converted):
+        return [r.rules[""] for r in converted]
+    from ..grammar.constraint import GrammarConstraint
+    from ..processor import ConstrainedProcessor
+    from .. import cache as disk
+
+    bad = sorted(set(kwargs) - set(_GRAMMAR_KWARGS))
+    if bad:
+        raise TypeError(f"JSONProcessor(max_recursion_depth=None) builds a grammar for a recursive "
+                        f"schema; {', '.join(bad)} only apply to the regex path (accepted here: "
+                        f"{', '.join(_GRAMMAR_KWARGS)})")
+    opts = dict(kwargs)
+    track = bool(opts.pop("track_weights", False))
+    layout = opts.pop("mask_layout", None)
+    cache_dir = disk.resolve_cache_dir(opts.pop("cache_dir", None)) or False
+    grammars = [rules_to_cfg(r) for r in converted]
+    constraint = GrammarConstraint(grammars if per_prompt else grammars[0], tokenizer,
+                                   cache_dir=cache_dir, **opts)
+    ConstrainedProcessor.__init__(proc, constraint, tokenizer, mask_layout=layout, per_prompt=per_prompt,
+                                  cache_dir=False, track_weights=track)
+    proc.heal_prompt, proc.healed = False, None  # RegexProcessor's token healing: regex path only
+    return None
