@@ -421,3 +421,28 @@ def test_corpus_deep_tree():
     q = c.state_of_text(compact(doc))
     assert q > 0 and c.accepting([q])[0]
     assert not re.compile(schema_to_regex(schema)).fullmatch(compact(doc))
+
+
+@pytest.mark.parametrize("lo, hi", [(2, 3), (2, None), (0, 2)])
+def test_counted_repetition_around_recursion(lo, hi):
+    """minItems/maxItems on a recursive array become counted repetitions around the rule
+    reference: exactly the allowed lengths are accepted, at every depth."""
+    schema = {"type": "array", "items": {"anyOf": [{"type": "null"}, {"$ref": "#"}]}, "minItems": lo}
+    if hi is not None:
+        schema["maxItems"] = hi
+    c = byte_constraint(schema)
+
+    def nest(n: int, depth: int):
+        inner = [None] * n
+        for _ in range(depth):
+            inner = [inner] + [None] * (n - 1) if n else []
+        return inner
+
+    for depth in (0, 1, 5):
+        for n in range(0, 6):
+            if depth and n == 0:
+                continue
+            doc = nest(n, depth)
+            valid = jsonschema.Draft202012Validator(schema).is_valid(doc)
+            q = c.state_of_text(compact(doc))
+            assert (q > 0 and bool(c.accepting([q])[0])) == valid, (lo, hi, depth, n, compact(doc))
