@@ -100,6 +100,16 @@ class JSONProcessor(_ParsingProcessor):
     >>> a, b = proc.parse(out)
     >>> (not a or isinstance(a, int)) and (not b or b in ("a", "b"))
     True
+
+    A recursive schema with ``max_recursion_depth=None`` is a grammar, nested to any depth:
+
+    >>> tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}},
+    ...         "additionalProperties": False}
+    >>> proc = JSONProcessor(tree, tok, max_recursion_depth=None, cache_dir=False)
+    >>> type(proc.constraint).__name__
+    'GrammarConstraint'
+    >>> proc.constraint.state_of_text('{"kids":[' * 20 + "{}" + "]}" * 20) > 0
+    True
     """
 
     def __init__(self, schema_or_schemas, tokenizer, *, whitespace=None, max_recursion_depth=3, **kwargs):
@@ -107,8 +117,8 @@ class JSONProcessor(_ParsingProcessor):
         per_prompt = isinstance(schema_or_schemas, (list, tuple))
         self.schemas = schemas
         if max_recursion_depth is None:  # recursive schemas as grammars (json_schema/recursive.py)
-            from .json_schema.recursive import init_grammar_route
-            regexes = init_grammar_route(self, schemas, per_prompt, tokenizer, whitespace, kwargs)
+            from .json_schema.recursive import _init_grammar_route
+            regexes = _init_grammar_route(self, schemas, per_prompt, tokenizer, whitespace, kwargs)
             if regexes is None:
                 return
         else:

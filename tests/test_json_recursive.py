@@ -446,3 +446,12 @@ def test_counted_repetition_around_recursion(lo, hi):
             valid = jsonschema.Draft202012Validator(schema).is_valid(doc)
             q = c.state_of_text(compact(doc))
             assert (q > 0 and bool(c.accepting([q])[0])) == valid, (lo, hi, depth, n, compact(doc))
+
+
+def test_module_doctests():
+    import doctest
+
+    from hf_constrained.json_schema import recursive
+
+    result = doctest.testmod(recursive, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 8 and result.failed == 0, result

@@ -292,7 +292,12 @@ class _Builder:
 
 
 def rules_to_cfg(rules: SchemaRules) -> CFG:
-    """The :class:`CFG` of :func:`schema_rules`' output (start rule ``start``: the root)."""
+    """The :class:`CFG` of :func:`schema_rules`' output (start rule ``start``: the root).
+
+    >>> g = rules_to_cfg(schema_rules({"type": "array", "items": {"$ref": "#"}}, whitespace=""))
+    >>> g.nonterminals[0], sorted(g.patterns)
+    ('start', [',', '\\\\[', '\\\\]'])
+    """
     names = {"": "start"}
     b = _Builder({})
     nt_of = {"": b.nonterminal("start")}
@@ -348,7 +353,7 @@ _GRAMMAR_KWARGS = ("eos_token_id", "cache_dir", "mask_layout", "track_weights",
                    "max_configs", "max_threads", "max_items", "max_nodes")
 
 
-def init_grammar_route(proc, schemas: list, per_prompt: bool, tokenizer, whitespace, kwargs: dict):
+def _init_grammar_route(proc, schemas: list, per_prompt: bool, tokenizer, whitespace, kwargs: dict):
     """``JSONProcessor(..., max_recursion_depth=None)``: when some schema recurses, set ``proc``
     up on a :class:`~hf_constrained.grammar.GrammarConstraint` (every schema as a grammar) and
     return None; otherwise return the schemas' regexes for the regex path."""
