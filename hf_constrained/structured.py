@@ -69,9 +69,10 @@ class _ParsingProcessor(RegexProcessor):
 
     def _full_match(self, token_ids: list, prompt: int) -> bool:
         """Whether a sample cut off before EOS already is a full match (then it is a result)."""
-        start = self._starts[prompt if len(self._starts) > 1 else 0]
-        state = int(self.index.walk_tokens(np.array([start]), np.array([token_ids], dtype=np.int64).reshape(1, -1))[0])
-        return state > 0 and bool(self.dfa.accepting[state])
+        starts = self.constraint.starts
+        start = starts[prompt if len(starts) > 1 else 0]
+        state = self.constraint.walk(np.array([start]), np.array([token_ids], dtype=np.int64).reshape(1, -1))
+        return bool(self.constraint.accepting(state)[0])
 
 
 class JSONProcessor(_ParsingProcessor):
@@ -85,6 +86,10 @@ class JSONProcessor(_ParsingProcessor):
             (default: compact, see :func:`schema_to_regex`).
         strict: refuse keywords and formats the schema's draft does not define
             instead of ignoring them as annotations.
+        max_recursion_depth: how often a recursive ``$ref`` is unrolled in the regex (default 3);
+            None: a recursive schema becomes a grammar with no depth limit
+            (:mod:`hf_constrained.json_schema.recursive`; slower per step, masks not cached on
+            disk). A schema without recursion stays on the regex path either way.
         **kwargs: passed to :class:`RegexProcessor` (``eos_token_id``, ``cache_dir``...).
 
     :meth:`parse` returns dicts (or Pydantic instances when a model class was given).
@@ -97,13 +102,31 @@ class JSONProcessor(_ParsingProcessor):
     >>> a, b = proc.parse(out)
     >>> (not a or isinstance(a, int)) and (not b or b in ("a", "b"))
     True
+
+    A recursive schema with ``max_recursion_depth=None`` is a grammar, nested to any depth:
+
+    >>> tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}},
+    ...         "additionalProperties": False}
+    >>> proc = JSONProcessor(tree, tok, max_recursion_depth=None, cache_dir=False)
+    >>> type(proc.constraint).__name__
+    'GrammarConstraint'
+    >>> proc.constraint.state_of_text('{"kids":[' * 20 + "{}" + "]}" * 20) > 0
+    True
     """
 
-    def __init__(self, schema_or_schemas, tokenizer, *, whitespace=None, strict=False, **kwargs):
+    def __init__(self, schema_or_schemas, tokenizer, *, whitespace=None, strict=False, max_recursion_depth=3,
+                 **kwargs):
         schemas = list(schema_or_schemas) if isinstance(schema_or_schemas, (list, tuple)) else [schema_or_schemas]
         per_prompt = isinstance(schema_or_schemas, (list, tuple))
         self.schemas = schemas
-        regexes = [schema_to_regex(s, whitespace=whitespace, strict=strict) for s in schemas]
+        if max_recursion_depth is None:  # recursive schemas as grammars (json_schema/recursive.py)
+            from .json_schema.recursive import _init_grammar_route
+            regexes = _init_grammar_route(self, schemas, per_prompt, tokenizer, whitespace, kwargs, strict=strict)
+            if regexes is None:
+                return
+        else:
+            regexes = [schema_to_regex(s, whitespace=whitespace, max_recursion_depth=max_recursion_depth,
+                                       strict=strict) for s in schemas]
         super().__init__(regexes if per_prompt else regexes[0], tokenizer, **kwargs)
 
     def _parse_one(self, text: str, prompt: int):

@@ -1202,6 +1202,7 @@ class _Converter:
         self.max_depth = max_depth
         self.ref_counts: Counter = Counter()
         self.cuts: list[str] = []
+        self.recursion = None  # recursive.py's hook (max_recursion_depth=None): see _flatten
         self._ids = 0
         self._validator = None
         self._any_cache: dict = {}
@@ -1328,6 +1329,8 @@ class _Converter:
             for p in parts:
                 if not self._flatten(p, flat, entered):
                     return None
+            if self.recursion is not None and (hit := self.recursion.collapse(flat)) is not None:
+                return hit  # the conjunction is one recursive $ref: its rule's placeholder
             result = self._convert_flat(flat, parts)
             # Nested containers repeat their item regex, so text can double per
             # level: stop early, before the exact (slower) size check at the end.
@@ -1355,6 +1358,9 @@ class _Converter:
         rest = dict(s)
         if "$ref" in rest:
             target, tptr = self.resolve(rest.pop("$ref"), _ptr(p, "$ref"))
+            if self.recursion is not None and self.ref_counts[tptr]:  # recursion -> a grammar rule
+                out.append(self.recursion.marker(rest, target, tptr, _ptr(p, "$ref"), lin))
+                return True
             if self.ref_counts[tptr] >= self.max_depth:
                 self.cuts.append(_ptr(p, "$ref"))
                 return False

@@ -1,0 +1,383 @@
+"""Recursive JSON Schemas as context-free grammars (``max_recursion_depth=None``).
+
+The regex converter unrolls a recursive ``$ref`` up to ``max_recursion_depth``
+times. Here, instead, a ``$ref`` whose target is already being expanded on the
+current path becomes a *placeholder* (one private-use character standing for
+the target's language), and every such target is converted once more as a rule
+of its own. Each rule's regex text is then parsed (:mod:`hf_constrained.regex_parser`)
+and turned into a :class:`~hf_constrained.grammar.CFG`: every placeholder-free,
+non-nullable subtree stays one regex terminal (matched by the lazy byte DFA),
+and the structure around the placeholders (concatenation, alternation,
+repetition) becomes rules. The result has no depth limit.
+
+A recursive ``$ref`` must stand alone: next to sibling assertions, or inside
+an ``allOf`` with other assertions, the conjunction of a recursive language
+with something else is not context-free in general, and it is refused with a
+:class:`~hf_constrained.errors.SchemaError` naming the ``$ref``'s pointer.
+
+>>> tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}},
+...         "required": ["kids"], "additionalProperties": False}
+>>> rules = schema_rules(tree, whitespace="")
+>>> list(rules.rules)                         # one rule: the root, referring to itself
+['']
+>>> g = schema_to_grammar(tree, whitespace="")
+>>> g.nonterminals[g.start]
+'start'
+>>> from hf_constrained.grammar import GrammarConstraint
+>>> from hf_constrained.vocabulary import Vocabulary
+>>> vocab = Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)])
+>>> c = GrammarConstraint(g, vocab, eos_token_id=0)
+>>> deep = '{"kids":[' * 6 + '{"kids":[]}' + ']}' * 6
+>>> bool(c.accepting([c.state_of_text(deep)])[0]), c.state_of_text('{"kids":[{"kids":[]]') > 0
+(True, False)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, NamedTuple, Optional
+
+from ..errors import SchemaError
+from ..grammar.cfg import CFG
+from ..regex_parser import parse as parse_regex
+from . import (_ANNOTATIONS, WHITESPACE, _class, _Converter, _emit, _length_range, _load, _Part,
+               _whitespace_regex, canonical, check_metaschema, detect_draft)
+from .._gc import gc_paused
+
+#: Placeholders are single code points of Supplementary Private Use Area-B,
+#: away from its ends; a schema that mentions any code point of that area (as
+#: a character or a ``\\U0010xxxx`` escape) is refused, so a placeholder can
+#: never be confused with text the schema asks for.
+_PLACEHOLDER_BASE = 0x100001
+_PLACEHOLDER_LAST = 0x10FFFE
+_RESERVED = re.compile("[\U00100000-\U0010FFFF]|\\\\U0010[0-9A-Fa-f]{4}")
+#: ``x{m,n}`` around a placeholder becomes a chain of ``n - m`` optional rules.
+MAX_COUNTED = 10_000
+
+
+class SchemaRules(NamedTuple):
+    """Regex text per rule (target JSON pointer, ``""`` for the root), placeholders included.
+
+    ``placeholders`` maps a rule's pointer to the character standing for it in
+    the other rules' text; ``recursive`` is False when no ``$ref`` recursed
+    (then ``rules[""]`` is the same regex :func:`schema_to_regex` gives).
+    """
+
+    rules: dict
+    placeholders: dict
+
+    @property
+    def recursive(self) -> bool:
+        return bool(self.placeholders)
+
+
+class _Recursion:
+    """The converter's hook (``_Converter.recursion``): markers and placeholders."""
+
+    def __init__(self):
+        self.placeholders: dict = {}   # target pointer -> placeholder character
+        self.pending: list = []        # targets whose rule is still to convert
+        self.targets: dict = {}        # target pointer -> its schema
+
+    def marker(self, rest: dict, target: Any, tptr: str, ref_ptr: str, lineage: tuple) -> _Part:
+        """A ``$ref`` at ``ref_ptr`` to ``tptr``, which is being expanded on this path."""
+        siblings = sorted(set(rest) - _ANNOTATIONS)
+        if siblings:
+            raise SchemaError(
+                f"keyword '$ref' at {ref_ptr}: a recursive reference (to {tptr or '#'}) next to "
+                f"other keywords ({', '.join(siblings)}) is not supported with "
+                "max_recursion_depth=None; move the siblings into the referenced schema, or use a "
+                "finite max_recursion_depth")
+        self.targets.setdefault(tptr, target)
+        return _Part({"$recursive": tptr, "$at": ref_ptr}, ref_ptr, lineage)
+
+    def collapse(self, flat: list) -> Optional[str]:
+        """Placeholder text when the flattened conjunction is one recursive ``$ref``
+        (annotations aside); None when there is no recursive ``$ref`` in it."""
+        marks = [q for q in flat if "$recursive" in q.schema]
+        if not marks:
+            return None
+        others = [q for q in flat if "$recursive" not in q.schema and set(q.schema) - _ANNOTATIONS]
+        if len(marks) > 1 or others:
+            what = (f"assertions at {others[0].ptr or '/'} ({', '.join(sorted(set(others[0].schema) - _ANNOTATIONS))})"
+                    if others else f"another recursive reference at {marks[1].schema['$at']}")
+            raise SchemaError(
+                f"keyword '$ref' at {marks[0].schema['$at']}: a recursive reference combined (allOf or "
+                f"siblings) with {what} is not supported with max_recursion_depth=None; put the "
+                "recursive reference alone in its position, or use a finite max_recursion_depth")
+        tptr = marks[0].schema["$recursive"]
+        if tptr not in self.placeholders:
+            cp = _PLACEHOLDER_BASE + len(self.placeholders)
+            if cp > _PLACEHOLDER_LAST:
+                raise SchemaError(f"keyword '$ref' at {marks[0].schema['$at']}: too many recursive "
+                                  "reference targets")
+            self.placeholders[tptr] = chr(cp)
+            self.pending.append(tptr)
+        return self.placeholders[tptr]
+
+
+def schema_rules(schema: Any, *, whitespace: Optional[str] = None, strict: bool = False) -> SchemaRules:
+    """Convert a schema into regex text per rule, recursion left as placeholders.
+
+    Arguments are those of :func:`~hf_constrained.json_schema.schema_to_regex`
+    (without a depth). Raises :class:`SchemaError` as it does, and for a
+    recursive ``$ref`` that does not stand alone.
+
+    >>> linked = {"$defs": {"node": {"type": "object", "properties": {"next": {"anyOf": [
+    ...     {"type": "null"}, {"$ref": "#/$defs/node"}]}}, "required": ["next"],
+    ...     "additionalProperties": False}}, "$ref": "#/$defs/node"}
+    >>> r = schema_rules(linked, whitespace="")
+    >>> sorted(r.rules), r.recursive
+    (['', '/$defs/node'], True)
+    >>> from hf_constrained.json_schema import schema_to_regex
+    >>> r = schema_rules({"type": "integer", "maximum": 9})
+    >>> r.recursive, r.rules[""] == schema_to_regex({"type": "integer", "maximum": 9})
+    (False, True)
+    """
+    root = _load(schema)
+    text = json.dumps(root, ensure_ascii=False)
+    m = _RESERVED.search(text)
+    if m:
+        raise SchemaError(f"schema at /: it mentions the code point {m.group()!r} of Supplementary "
+                          "Private Use Area-B (U+100000..U+10FFFF), which max_recursion_depth=None "
+                          "reserves for its rule placeholders; use a finite max_recursion_depth")
+    ws = _whitespace_regex(WHITESPACE if whitespace is None else whitespace)
+    check_metaschema(root)
+    with gc_paused():
+        conv = _Converter(canonical(root, strict=strict), ws, 3)
+        conv.integral_floats = detect_draft(root)[0] != "draft4"
+        hook = conv.recursion = _Recursion()
+        rules: dict = {}
+        todo = [("", conv.root)]
+        while todo:
+            tptr, target = todo.pop()
+            conv.ref_counts.clear()
+            conv.ref_counts[tptr] = 1
+            rules[tptr] = conv.convert([conv.part(target, tptr)])
+            for t in hook.pending:
+                if t not in rules and all(t != p for p, _ in todo):
+                    todo.append((t, hook.targets[t]))
+            hook.pending.clear()
+    if rules[""] is None and not hook.placeholders:
+        raise SchemaError("schema at /: no JSON value satisfies the "
+                          "schema (as far as the converter can generate)")
+    return SchemaRules(rules, dict(hook.placeholders))
+
+
+# ---------------------------------------------------------------- regex trees -> CFG
+class _Builder:
+    """Rules of a :class:`CFG` from regex trees whose placeholder characters are rule references."""
+
+    def __init__(self, rule_of_cp: dict):
+        self.rule_of_cp = rule_of_cp        # placeholder code point -> nonterminal id
+        self.nonterminals: list = []
+        self.rules: list = []
+        self.patterns: list = []
+        self.term_id: dict = {}
+        self._has: dict = {}                # id(node) -> contains a placeholder
+        self._seq: dict = {}                # id(node) -> symbols (None: empty language)
+        self._keep: list = []               # nodes memoised by id stay alive
+
+    def nonterminal(self, name: str) -> int:
+        self.nonterminals.append(name)
+        return len(self.nonterminals) - 1
+
+    def fresh(self) -> int:
+        return self.nonterminal(f"_r{len(self.nonterminals)}")
+
+    def terminal(self, regex: str) -> int:
+        if regex not in self.term_id:
+            self.term_id[regex] = len(self.patterns)
+            self.patterns.append(regex)
+        return -1 - self.term_id[regex]
+
+    def has_placeholder(self, node) -> bool:
+        key = id(node)
+        if key not in self._has:
+            kind = node[0]
+            if kind == "cls":
+                r = node[1]
+                v = len(r) == 1 and r[0][0] == r[0][1] and r[0][0] in self.rule_of_cp
+            elif kind == "rep":
+                v = self.has_placeholder(node[1])
+            else:
+                v = any(self.has_placeholder(n) for n in node[1])
+            self._has[key] = v
+            self._keep.append(node)
+        return self._has[key]
+
+    def seq(self, node) -> Optional[tuple]:
+        """Symbols deriving the language of ``node`` (None: it is empty)."""
+        key = id(node)
+        if key not in self._seq:
+            self._seq[key] = self._build(node)
+            self._keep.append(node)
+        return self._seq[key]
+
+    def _build(self, node) -> Optional[tuple]:
+        kind = node[0]
+        if not self.has_placeholder(node):
+            text = _emit(node, _class)
+            if text is None:
+                return None
+            if text == "":
+                return ()
+            if _length_range(node)[0] > 0:
+                return (self.terminal(text),)
+            # nullable: a terminal may not match "", so break it up (leaves are never nullable)
+            children = node[1] if kind != "rep" else None
+        elif kind != "rep" and kind != "cls":
+            children = self._runs(node[1], kind)
+        if kind == "cls":
+            return (self.rule_of_cp[node[1][0][0]],)
+        if kind == "cat":
+            out: list = []
+            for part in children:
+                s = self.seq(part)
+                if s is None:
+                    return None
+                out.extend(s)
+            return tuple(out)
+        if kind == "alt":
+            alts = [s for s in (self.seq(p) for p in children) if s is not None]
+            if not alts:
+                return None
+            if len(alts) == 1:
+                return alts[0]
+            nt = self.fresh()
+            for s in dict.fromkeys(alts):
+                self.rules.append((nt, s))
+            return (nt,)
+        _, item, lo, hi = node
+        s = self.seq(item)
+        if s is None:
+            return () if lo == 0 else None
+        if not s or hi == 0:
+            return ()
+        if len(s) == 1:
+            unit = s[0]
+        else:
+            unit = self.fresh()
+            self.rules.append((unit, s))
+        if hi is None:
+            tail = self.fresh()                     # tail: ε | tail unit (left-recursive list)
+            self.rules += [(tail, ()), (tail, (tail, unit))]
+            return (unit,) * lo + (tail,)
+        if hi - lo > MAX_COUNTED:
+            raise SchemaError(f"a counted repetition {{{lo},{hi}}} around a recursive reference is too "
+                              f"long for a grammar (more than MAX_COUNTED={MAX_COUNTED} optional copies)")
+        chain: tuple = ()
+        for _ in range(hi - lo):                    # c_k: ε | unit c_{k-1}
+            nt = self.fresh()
+            self.rules += [(nt, ()), (nt, (unit,) + chain)]
+            chain = (nt,)
+        return (unit,) * lo + chain
+
+    def _runs(self, items: tuple, kind: str) -> list:
+        """``items`` with each maximal run of placeholder-free items joined into one node
+        (adjacent ones for a concatenation, all of them for an alternation)."""
+        out, run = [], []
+        for n in items:
+            if self.has_placeholder(n):
+                if run:
+                    out.append(run[0] if len(run) == 1 else (kind, tuple(run)))
+                    run = []
+                out.append(n)
+            else:
+                run.append(n)
+        if run:
+            out.append(run[0] if len(run) == 1 else (kind, tuple(run)))
+        return out
+
+
+def rules_to_cfg(rules: SchemaRules) -> CFG:
+    """The :class:`CFG` of :func:`schema_rules`' output (start rule ``start``: the root).
+
+    >>> g = rules_to_cfg(schema_rules({"type": "array", "items": {"$ref": "#"}}, whitespace=""))
+    >>> g.nonterminals[0], sorted(g.patterns)
+    ('start', [',', '\\\\[', '\\\\]'])
+    """
+    names = {"": "start"}
+    b = _Builder({})
+    nt_of = {"": b.nonterminal("start")}
+    for ptr in rules.rules:
+        if ptr != "":
+            nt_of[ptr] = b.nonterminal(names.get(ptr, "ref:" + ptr))
+    b.rule_of_cp = {ord(ch): nt_of[ptr] for ptr, ch in rules.placeholders.items()}
+    for ptr, text in rules.rules.items():
+        if text is None:
+            continue                                # an empty target: its rule has no production
+        s = b.seq(parse_regex(text))
+        if s is not None:
+            b.rules.append((nt_of[ptr], s))
+    return _prune(b, rules)
+
+
+def _prune(b: _Builder, rules: SchemaRules) -> CFG:
+    """Drop the productions that derive no finite text (a recursion without a base case)."""
+    productive: set = set()
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in b.rules:
+            if lhs not in productive and all(s < 0 or s in productive for s in rhs):
+                productive.add(lhs)
+                changed = True
+    if 0 not in productive:
+        cut = next(iter(rules.placeholders), "")
+        raise SchemaError(f"keyword '$ref' to {cut or '#'}: the schema has no finite instance (every "
+                          "alternative recurses); give the recursion a non-recursive alternative")
+    kept = [(lhs, rhs) for lhs, rhs in b.rules
+            if lhs in productive and all(s < 0 or s in productive for s in rhs)]
+    terms = [f"T{i}" for i in range(len(b.patterns))]
+    return CFG(list(b.nonterminals), terms, list(b.patterns), kept, 0, []).check()
+
+
+def schema_to_grammar(schema: Any, *, whitespace: Optional[str] = None, strict: bool = False) -> CFG:
+    """A JSON Schema as a :class:`CFG` whose sentences are the documents the schema's
+    regex conversion allows, recursion unrolled to any depth.
+
+    Also works for a non-recursive schema (one rule; the same language as
+    :func:`schema_to_regex`).
+
+    >>> g = schema_to_grammar({"type": "array", "items": {"$ref": "#"}}, whitespace="")
+    >>> len(g.rules) > 1, g.patterns[:1]
+    (True, ['\\\\['])
+    """
+    return rules_to_cfg(schema_rules(schema, whitespace=whitespace, strict=strict))
+
+
+# ---------------------------------------------------------------- JSONProcessor(max_recursion_depth=None)
+_GRAMMAR_KWARGS = ("eos_token_id", "cache_dir", "mask_layout", "track_weights",
+                   "max_configs", "max_threads", "max_items", "max_nodes")
+
+
+def _init_grammar_route(proc, schemas: list, per_prompt: bool, tokenizer, whitespace, kwargs: dict, *,
+                        strict: bool = False):
+    """``JSONProcessor(..., max_recursion_depth=None)``: when some schema recurses, set ``proc``
+    up on a :class:`~hf_constrained.grammar.GrammarConstraint` (every schema as a grammar) and
+    return None; otherwise return the schemas' regexes for the regex path."""
+    converted = [schema_rules(s, whitespace=whitespace, strict=strict) for s in schemas]
+    if not any(r.recursive for r in converted):
+        return [r.rules[""] for r in converted]
+    from ..grammar.constraint import GrammarConstraint
+    from ..processor import ConstrainedProcessor
+    from .. import cache as disk
+
+    bad = sorted(set(kwargs) - set(_GRAMMAR_KWARGS))
+    if bad:
+        raise TypeError(f"JSONProcessor(max_recursion_depth=None) builds a grammar for a recursive "
+                        f"schema; {', '.join(bad)} only apply to the regex path (accepted here: "
+                        f"{', '.join(_GRAMMAR_KWARGS)})")
+    opts = dict(kwargs)
+    track = bool(opts.pop("track_weights", False))
+    layout = opts.pop("mask_layout", None)
+    cache_dir = disk.resolve_cache_dir(opts.pop("cache_dir", None)) or False
+    grammars = [rules_to_cfg(r) for r in converted]
+    constraint = GrammarConstraint(grammars if per_prompt else grammars[0], tokenizer,
+                                   cache_dir=cache_dir, **opts)
+    ConstrainedProcessor.__init__(proc, constraint, tokenizer, mask_layout=layout, per_prompt=per_prompt,
+                                  cache_dir=False, track_weights=track)
+    proc.heal_prompt, proc.healed = False, None  # RegexProcessor's token healing: regex path only
+    return None
