@@ -255,10 +255,7 @@ def _patterns_from_args(args, num_prompts: int) -> list:
     except ImportError as exc:
         raise CLIError(f"--json-schema is not available in this installation ({_one_line(exc)})") from exc
     path = args.json_schema
-    try:
-        raw = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-    except OSError as exc:
-        raise CLIError(f"cannot read the JSON Schema file {path!r}: {exc.strerror or _one_line(exc)}") from exc
+    raw = _read_input(path, "JSON Schema file")
     try:
         schema = json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -273,15 +270,23 @@ def _patterns_from_args(args, num_prompts: int) -> list:
     return [pattern] * num_prompts
 
 
+def _read_input(path: str, what: str) -> str:
+    """The text of file ``path`` (``-``: standard input); a one-line CLIError naming ``what`` if unreadable."""
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise CLIError(f"cannot read the {what} {path!r}: {exc.strerror or _one_line(exc)}") from exc
+
+
 def _grammar_from_args(args) -> str:
     """The --grammar file's text, read and checked (syntax, rules, terminals) before any model loads."""
     from .grammar import GrammarError, load_grammar
 
     path = args.grammar
-    try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-    except OSError as exc:
-        raise CLIError(f"cannot read the grammar file {path!r}: {exc.strerror or _one_line(exc)}") from exc
+    text = _read_input(path, "grammar file")
     try:
         load_grammar(text, syntax=args.syntax)
     except GrammarError as exc:

@@ -78,13 +78,7 @@ class RegexConstraint(Constraint):
     def from_tokenizer(cls, patterns, tokenizer, *, eos_token_id=None, cache_dir=False, **kwargs):
         """Build from a Hugging Face tokenizer (EOS defaults to the tokenizer's)."""
         vocab = Vocabulary.from_tokenizer(tokenizer, cache_dir=cache_dir)
-        if eos_token_id is None:
-            eos = list(vocab.default_eos_ids)
-        elif isinstance(eos_token_id, int):
-            eos = [eos_token_id]
-        else:
-            eos = [int(e) for e in eos_token_id]
-        return cls(patterns, vocab, eos, pad_token_id=getattr(tokenizer, "pad_token_id", None), **kwargs)
+        return cls(patterns, vocab, vocab.eos_ids(eos_token_id), pad_token_id=getattr(tokenizer, "pad_token_id", None), **kwargs)
 
     def mid_text_starts(self):
         """The start states without the tokenizer's first-space rule (see ``Constraint``)."""

@@ -257,6 +257,19 @@ class Vocabulary:
             self.num_nodes = len(self.node_byte)
             self.full_byte_coverage = bool(trie["full_byte_coverage"])
 
+    def eos_ids(self, eos_token_id=None) -> list:
+        """The EOS ids to use: ``eos_token_id`` (an id or a list of ids), else the tokenizer's.
+
+        >>> vocab = Vocabulary.from_token_bytes([b"a", b"b"], eos_token_ids=(1,))
+        >>> vocab.eos_ids(), vocab.eos_ids(0), vocab.eos_ids([0, 1])
+        ([1], [0], [0, 1])
+        """
+        if eos_token_id is None:
+            return list(self.default_eos_ids)
+        if isinstance(eos_token_id, int):
+            return [eos_token_id]
+        return [int(e) for e in eos_token_id]
+
     def export(self) -> dict:
         out = {k: getattr(self, k) for k in self._TRIE_ARRAYS}
         out.update(flat=self.flat, tok_off=self.tok_off, tok_len=self.tok_len,

@@ -111,12 +111,7 @@ class GrammarConstraint(Constraint):
             raise UnsupportedTokenizerError(
                 "grammar constraints need a vocabulary with a single-byte token for every byte "
                 "(byte-level BPE, or SentencePiece with byte fallback); this one lacks some bytes")
-        if eos_token_id is None:
-            eos = list(vocab.default_eos_ids)
-        elif isinstance(eos_token_id, int):
-            eos = [eos_token_id]
-        else:
-            eos = [int(e) for e in eos_token_id]
+        eos = vocab.eos_ids(eos_token_id)
         if not eos:
             raise ValueError("the tokenizer has no EOS token; pass eos_token_id=")
         self.vocab = vocab
