@@ -40,6 +40,24 @@ class GrammarError(ConstraintError):
         super().__init__(msg)
 
 
+def productive_nonterminals(rules) -> set:
+    """Nonterminals that derive some finite string, given ``(lhs, symbols)`` rules whose
+    terminal symbols are negative (a least fixpoint).
+
+    >>> sorted(productive_nonterminals([(0, (1, -1)), (1, (-2,)), (2, (2,))]))
+    [0, 1]
+    """
+    productive: set = set()
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            if lhs not in productive and all(s < 0 or s in productive for s in rhs):
+                productive.add(lhs)
+                changed = True
+    return productive
+
+
 @dataclass
 class CFG:
     """A context-free grammar over terminal regexes (see the module docstring)."""
@@ -53,14 +71,7 @@ class CFG:
 
     def check(self) -> "CFG":
         """Raise :class:`GrammarError` for unproductive rules; return self."""
-        productive = set()
-        changed = True
-        while changed:
-            changed = False
-            for lhs, rhs in self.rules:
-                if lhs not in productive and all(s < 0 or s in productive for s in rhs):
-                    productive.add(lhs)
-                    changed = True
+        productive = productive_nonterminals(self.rules)
         if self.start not in productive:
             raise GrammarError(
                 f"the grammar's language is empty: the start rule {self.nonterminals[self.start]!r} "

@@ -39,7 +39,7 @@ import re
 from typing import Any, NamedTuple, Optional
 
 from ..errors import SchemaError
-from ..grammar.cfg import CFG
+from ..grammar.cfg import CFG, productive_nonterminals
 from ..regex_parser import parse as parse_regex
 from . import (_ANNOTATIONS, WHITESPACE, _class, _Converter, _emit, _length_range, _load, _Part,
                _whitespace_regex, canonical, check_metaschema, detect_draft)
@@ -316,14 +316,7 @@ def rules_to_cfg(rules: SchemaRules) -> CFG:
 
 def _prune(b: _Builder, rules: SchemaRules) -> CFG:
     """Drop the productions that derive no finite text (a recursion without a base case)."""
-    productive: set = set()
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in b.rules:
-            if lhs not in productive and all(s < 0 or s in productive for s in rhs):
-                productive.add(lhs)
-                changed = True
+    productive = productive_nonterminals(b.rules)
     if 0 not in productive:
         cut = next(iter(rules.placeholders), "")
         raise SchemaError(f"keyword '$ref' to {cut or '#'}: the schema has no finite instance (every "
