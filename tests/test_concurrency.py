@@ -109,46 +109,10 @@ def test_engine_grows_consistently_from_many_threads(deepseek):
     """Threads walk random allowed tokens on one fresh RegexConstraint (so the DFA
     and the masks are created concurrently); every mask equals the one a second
     constraint computes alone for the same tokens."""
-    import numpy as np
+    from engine_checks import grow_from_threads
 
     from hf_constrained import RegexConstraint
 
     pattern = r"[a-z]{1,6}(-[0-9]{1,3}){0,4}@[a-z]{2,5}\.(com|org|net)( [A-Z][a-z]{0,8}){0,3}"
-    shared = RegexConstraint.from_tokenizer([pattern], deepseek)
-    walks, errors = {}, []
-    barrier = threading.Barrier(8)
-
-    def worker(i):
-        try:
-            rng = np.random.default_rng(i)
-            barrier.wait()
-            for w in range(6):
-                q, toks, masks = shared.starts.copy(), [], []
-                for _ in range(12):
-                    allowed = shared.allowed_ids(int(q[0]))
-                    masks.append(allowed)
-                    live = allowed[~np.isin(allowed, shared.eos_token_ids)]
-                    if not len(live):
-                        break
-                    t = int(rng.choice(live))
-                    toks.append(t)
-                    q = shared.advance(q, np.array([t]))
-                walks[(i, w)] = (toks, masks)
-        except Exception as e:
-            errors.append(repr(e))
-            barrier.abort()
-
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[:3]
-    alone = RegexConstraint.from_tokenizer([pattern], deepseek)
-    for toks, masks in walks.values():
-        q = alone.starts.copy()
-        for j, want in enumerate(masks):
-            assert np.array_equal(alone.allowed_ids(int(q[0])), want)
-            if j < len(toks):
-                q = alone.advance(q, np.array([toks[j]]))
+    shared = grow_from_threads(lambda: RegexConstraint.from_tokenizer([pattern], deepseek), walks=6, steps=12)
     assert shared.num_states == len(set(shared.dfa._keys))  # no state interned twice

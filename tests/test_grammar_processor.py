@@ -177,46 +177,10 @@ def test_grammar_engine_grows_consistently_from_many_threads(deepseek):
     """8 threads walk random allowed tokens on one fresh GrammarConstraint (configurations,
     parser nodes and masks created concurrently); every mask equals the one a second
     constraint computes alone for the same tokens, and no configuration is interned twice."""
-    import threading
+    from engine_checks import grow_from_threads
 
     from hf_constrained import GrammarConstraint
 
-    shared = GrammarConstraint(SQL, deepseek)
-    walks, errors = {}, []
-    barrier = threading.Barrier(8)
-
-    def worker(i):
-        try:
-            rng = np.random.default_rng(i)
-            barrier.wait()
-            for w in range(4):
-                q, toks, masks = shared.starts.copy(), [], []
-                for _ in range(10):
-                    allowed = shared.allowed_ids(int(q[0]))
-                    masks.append(allowed)
-                    live = allowed[~np.isin(allowed, shared.eos_token_ids)]
-                    if not len(live):
-                        break
-                    t = int(rng.choice(live))
-                    toks.append(t)
-                    q = shared.advance(q, np.array([t]))
-                walks[(i, w)] = (toks, masks)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(repr(e))
-            barrier.abort()
-
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[:3]
-    alone = GrammarConstraint(SQL, deepseek)
-    for toks, masks in walks.values():
-        q = alone.starts.copy()
-        for j, want in enumerate(masks):
-            assert np.array_equal(alone.allowed_ids(int(q[0])), want)
-            if j < len(toks):
-                q = alone.advance(q, np.array([toks[j]]))
+    shared = grow_from_threads(lambda: GrammarConstraint(SQL, deepseek), walks=4, steps=10)
     a = shared.automaton
     assert a.num_states == len(a._ids) and a.parser.num_nodes == len(a.parser._ids)  # none interned twice
