@@ -410,6 +410,16 @@ class LazyDFA:
         self.accepting[sid] = 0 in key_set
         return sid
 
+    def unstripped(self, sid: int) -> int:
+        """The state with the same pattern positions as ``sid`` but without the tokenizer's
+        first-space rule (``strip_leading_space``), for text decoded mid-sequence.
+
+        >>> dfa = LazyDFA.from_patterns([r" ?[0-9]+"], strip_leading_space=True)
+        >>> dfa.unstripped(dfa.unstripped(dfa.starts[0])) == dfa.unstripped(dfa.starts[0])
+        True
+        """
+        return self._intern(self._keys[sid][0], False)
+
     def expand(self, sid: int) -> None:
         """Compute the transition row of state ``sid`` (idempotent)."""
         if self.expanded[sid]:

@@ -85,8 +85,7 @@ class RegexConstraint(Constraint):
         if not self.vocab.strip_leading_space:
             return self.starts
         with self._lock:
-            return np.array([self.dfa._intern(self.dfa._keys[s][0], False) for s in self.starts.tolist()],
-                            dtype=np.int64)
+            return np.array([self.dfa.unstripped(s) for s in self.starts.tolist()], dtype=np.int64)
 
     # ------------------------------------------------------------ transitions
     def advance(self, states, tokens):
