@@ -114,9 +114,55 @@ def _parsed(regex: str):
     return sre_parse.parse(regex)
 
 
+def _random_tree_match(pattern: str, rng: random.Random, max_extra: int) -> str:
+    """A random match of a ``(?(DEFINE)...)`` pattern (which ``re`` cannot read), drawn
+    from this package's parse tree and checked with the ``regex`` module."""
+    import regex as regex_module
+
+    from hf_constrained.regex_parser import parse
+
+    tree = parse(pattern)
+    defs = dict(tree[1])
+    out: list[str] = []
+
+    def gen(node) -> None:
+        kind = node[0]
+        if kind == "cls":
+            ranges = node[1]
+            small = [r for r in ranges if r[0] < 0x80] if rng.random() < 0.8 else []
+            lo, hi = rng.choice(small or list(ranges))
+            out.append(chr(rng.randint(lo, min(hi, lo + 300) if rng.random() < 0.7 else hi)))
+        elif kind == "cat":
+            for n in node[1]:
+                gen(n)
+        elif kind == "alt":
+            gen(rng.choice(node[1]))
+        elif kind == "ref":
+            gen(defs[node[1]])
+        else:
+            _, sub, lo, hi = node
+            top = lo + max_extra if hi is None else min(hi, lo + max_extra)
+            n = lo
+            while n < top and rng.random() < 0.6:
+                n += 1
+            for _ in range(n):
+                gen(sub)
+
+    gen(tree[2])
+    text = "".join(out)
+    if len(pattern) <= 20_000:  # the regex module runs out of memory on larger ones
+        assert regex_module.fullmatch(pattern, text), (pattern[:200], text)
+    else:
+        from hf_constrained.automaton import LazyDFA
+        assert LazyDFA.from_patterns([pattern]).fullmatch(text.encode()), (pattern[:200], text)
+    return text
+
+
 def random_match(regex: str, rng: random.Random, max_extra: int = 4) -> str:
     """A random string fully matching ``regex`` (unbounded repetitions are
     cut at ``max_extra`` extra iterations)."""
+    if regex.startswith("(?(DEFINE)"):
+        return _random_tree_match(regex, rng, max_extra)
     out: list[str] = []
 
     def gen(seq) -> None:
