@@ -119,9 +119,7 @@ def _random_tree_match(pattern: str, rng: random.Random, max_extra: int) -> str:
     from this package's parse tree and checked with the ``regex`` module."""
     import regex as regex_module
 
-    from hf_constrained.regex_parser import parse
-
-    tree = parse(pattern)
+    tree, dfa = _parsed_definitions(pattern)
     defs = dict(tree[1])
     out: list[str] = []
 
@@ -153,9 +151,16 @@ def _random_tree_match(pattern: str, rng: random.Random, max_extra: int) -> str:
     if len(pattern) <= 20_000:  # the regex module runs out of memory on larger ones
         assert regex_module.fullmatch(pattern, text), (pattern[:200], text)
     else:
-        from hf_constrained.automaton import LazyDFA
-        assert LazyDFA.from_patterns([pattern]).fullmatch(text.encode()), (pattern[:200], text)
+        assert dfa.fullmatch(text.encode()), (pattern[:200], text)
     return text
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_definitions(pattern: str):
+    from hf_constrained.automaton import LazyDFA
+    from hf_constrained.regex_parser import parse
+
+    return parse(pattern), (LazyDFA.from_patterns([pattern]) if len(pattern) > 20_000 else None)
 
 
 def random_match(regex: str, rng: random.Random, max_extra: int = 4) -> str:
@@ -1197,16 +1202,23 @@ def test_random_schemas_are_sound():
 
 
 def test_exponentially_growing_schema_is_refused_fast():
-    """Nested arrays double the regex text per level: refuse quickly, never OOM."""
+    """Nested arrays double the plain regex text per level: without shared definitions
+    it is refused quickly, never OOM; with them (the default) the text stays linear."""
     import time
+
+    import regex as regex_module
 
     schema = {"type": "integer"}
     for _ in range(40):
         schema = {"type": "array", "items": schema}
     t0 = time.perf_counter()
     with pytest.raises(SchemaError, match="MAX_REGEX_TEXT"):
-        schema_to_regex(schema)
+        schema_to_regex(schema, shared=False)
     assert time.perf_counter() - t0 < 10
+    r = schema_to_regex(schema)
+    assert r.startswith("(?(DEFINE)") and len(r) < 40_000
+    deep = "[" * 40 + "1,2" + "]" * 40
+    assert regex_module.fullmatch(r, deep) and not regex_module.fullmatch(r, "[" * 39 + "1" + "]" * 39)
 
 
 # ---------------------------------------------------------------------------

@@ -474,10 +474,10 @@ def _alt(alternatives) -> Optional[str]:
     rest = [a for a in seen if a != ""]
     if not rest:
         return ""
-    body = rest[0] if len(rest) == 1 else "(?:" + "|".join(rest) + ")"
-    if "" in seen:
-        body = _repeat(body, 0, 1)
-    return body
+    if len(rest) == 1:
+        return _repeat(rest[0], 0, 1) if "" in seen else rest[0]
+    body = "(?:" + "|".join(rest) + ")"  # one atom already: no need to scan it again
+    return body + "?" if "" in seen else body
 
 
 def _concat(*pieces: Optional[str]) -> Optional[str]:
@@ -2183,6 +2183,13 @@ def _key_excluding(names: list) -> str:
     """
     if not names:
         return STRING
+    return _keys_excluding(tuple(sorted(set(names))))
+
+
+@lru_cache(maxsize=1024)
+def _keys_excluding(names: tuple) -> str:
+    """:func:`_key_excluding` of sorted distinct ``names`` (the same object schema is
+    often converted at many places)."""
     trie: dict = {}
     for name in names:
         node = trie
