@@ -87,7 +87,7 @@ def utf8_sequences(ranges: tuple) -> tuple:
 # one counter per enclosing counted repetition. ``x{1000}`` is one leaf and a
 # counter, not a thousand copies, so the work follows what is visited, not the
 # size of the expanded pattern (large JSON Schemas expand to 10^5..10^6 copies).
-_CLS, _CAT, _ALT, _REP = range(4)
+_CLS, _CAT, _ALT, _REP, _REF = range(5)
 END = ("end",)  # the position "the match is complete"
 
 
@@ -98,6 +98,13 @@ class _Forest:
     Subtrees with an empty language are pruned while building, so every
     position can still reach the end of its pattern: a non-empty set of
     positions is never a dead state.
+
+    A shared definition (``(?(DEFINE)...)``, a ``"def"`` tree) is built once;
+    a call is a ``_REF`` node whose ``target`` is the definition's root, and a
+    position inside a definition carries the *stack* of calls that led there
+    (call nodes, outermost first) next to its counters, so leaving the
+    definition continues after the right call. Calls are not recursive, so
+    stacks are bounded and the automaton stays finite.
     """
 
     def __init__(self):
@@ -110,12 +117,15 @@ class _Forest:
         self.hi: list = []
         self.counted: list[bool] = []  # a repetition whose copies must be counted
         self.trie: list[int] = []      # leaf -> index into self.tries
+        self.target: list[int] = []    # _REF -> root of the called definition
+        self.is_def: list[bool] = []   # the root of a shared definition
         self.tries: list[list[list[tuple[int, int, int]]]] = []
         self._trie_ids: dict = {}
         self._first: dict = {}
         self._after: dict = {}
 
-    def _node(self, kind, kids=(), nullable=False, lo=0, hi=None, counted=False, trie=-1) -> int:
+    def _node(self, kind, kids=(), nullable=False, lo=0, hi=None, counted=False, trie=-1,
+              target=-1) -> int:
         nid = len(self.kind)
         self.kind.append(kind)
         self.kids.append(tuple(kids))
@@ -126,6 +136,8 @@ class _Forest:
         self.hi.append(hi)
         self.counted.append(counted)
         self.trie.append(trie)
+        self.target.append(target)
+        self.is_def.append(False)
         for j, k in enumerate(kids):
             self.parent[k] = nid
             self.slot[k] = j
@@ -133,7 +145,17 @@ class _Forest:
 
     def add(self, tree):
         """Add one pattern; return its root node, or None if its language is empty."""
-        return self._build(tree)
+        if tree[0] != "def":
+            return self._build(tree, {})
+        scope: dict = {}  # name -> root of the built definition (None: empty language)
+        for name, body in tree[1]:
+            root = self._build(body, scope)
+            if root is not None:
+                if self.is_def[root] or self.parent[root] >= 0 or self.kind[root] == _REF:
+                    root = self._node(_CAT, (root,), nullable=self.nullable[root])  # its own root
+                self.is_def[root] = True
+            scope[name] = root
+        return self._build(tree[2], scope)
 
     def _leaf_trie(self, ranges) -> int:
         tid = self._trie_ids.get(ranges)
@@ -156,8 +178,13 @@ class _Forest:
             self.tries.append(nodes)
         return tid
 
-    def _build(self, node):
+    def _build(self, node, scope):
         kind = node[0]
+        if kind == "ref":
+            root = scope[node[1]]
+            if root is None:
+                return None
+            return self._node(_REF, nullable=self.nullable[root], target=root)
         if kind == "cls":
             if not node[1]:
                 return None
@@ -165,7 +192,7 @@ class _Forest:
         if kind == "cat":
             kids = []
             for item in node[1]:
-                k = self._build(item)
+                k = self._build(item, scope)
                 if k is None:
                     return None
                 if not (self.kind[k] == _CAT and not self.kids[k]):  # drop empty strings
@@ -174,14 +201,14 @@ class _Forest:
                 return kids[0]
             return self._node(_CAT, kids, nullable=all(self.nullable[k] for k in kids))
         if kind == "alt":
-            kids = [k for k in (self._build(item) for item in node[1]) if k is not None]
+            kids = [k for k in (self._build(item, scope) for item in node[1]) if k is not None]
             if not kids:
                 return None
             if len(kids) == 1:
                 return kids[0]
             return self._node(_ALT, kids, nullable=any(self.nullable[k] for k in kids))
         _, item, lo, hi = node
-        k = self._build(item)
+        k = self._build(item, scope)
         if k is None or hi == 0:
             return self._node(_CAT, nullable=True) if lo == 0 else None
         if self.nullable[k]:
@@ -191,75 +218,92 @@ class _Forest:
         counted = (hi is not None and hi >= 2) or (hi is None and lo >= 2)
         return self._node(_REP, (k,), nullable=lo == 0, lo=lo, hi=hi, counted=counted)
 
-    def valid_position(self, leaf: int, k: int, ctx: tuple) -> bool:
-        """Whether ``(leaf, k, ctx)`` is a position of these trees (for cache files)."""
+    def valid_position(self, leaf: int, k: int, ctx: tuple, stack: tuple = ()) -> bool:
+        """Whether ``(leaf, k, ctx, stack)`` is a position of these trees (for cache files)."""
         if not (0 <= leaf < len(self.kind)) or self.kind[leaf] != _CLS:
             return False
         if not 0 <= k < len(self.tries[self.trie[leaf]]):
             return False
-        reps, p = [], self.parent[leaf]
-        while p >= 0:
-            if self.counted[p]:
-                reps.append(p)
-            p = self.parent[p]
-        if len(reps) != len(ctx):
+        reps, p, calls = [], self.parent[leaf], list(stack)
+        node = leaf
+        while True:
+            while p >= 0:
+                if self.counted[p]:
+                    reps.append(p)
+                node, p = p, self.parent[p]
+            if not self.is_def[node]:
+                break
+            if not calls:
+                return False
+            call = calls.pop()
+            if not (0 <= call < len(self.kind)) or self.kind[call] != _REF or self.target[call] != node:
+                return False
+            p = self.parent[call]
+            node = call
+        if calls or len(reps) != len(ctx):
             return False
         for r, c in zip(reversed(reps), ctx):
             if not 0 <= c < (self.hi[r] if self.hi[r] is not None else self.lo[r]):
                 return False
         return True
 
-    # Positions are (leaf, byte index within the character's UTF-8 trie, counters).
-    def first(self, nid: int, ctx: tuple) -> tuple:
+    # Positions are (leaf, byte index within the character's UTF-8 trie, counters,
+    # calls of shared definitions).
+    def first(self, nid: int, ctx: tuple, stack: tuple = ()) -> tuple:
         """Positions that can read the first character of node ``nid``."""
-        key = (nid, ctx)
+        key = (nid, ctx, stack)
         got = self._first.get(key)
         if got is not None:
             return got
         kind = self.kind[nid]
         if kind == _CLS:
-            got = ((nid, 0, ctx),)
+            got = ((nid, 0, ctx, stack),)
         elif kind == _REP:
-            got = self.first(self.kids[nid][0], ctx + (0,) if self.counted[nid] else ctx)
+            got = self.first(self.kids[nid][0], ctx + (0,) if self.counted[nid] else ctx, stack)
+        elif kind == _REF:
+            got = self.first(self.target[nid], ctx, stack + (nid,))
         else:
             out: list = []
             for k in self.kids[nid]:
-                out.extend(self.first(k, ctx))
+                out.extend(self.first(k, ctx, stack))
                 if kind == _CAT and not self.nullable[k]:
                     break
             got = tuple(dict.fromkeys(out))
         self._first[key] = got
         return got
 
-    def after(self, nid: int, ctx: tuple) -> tuple:
+    def after(self, nid: int, ctx: tuple, stack: tuple = ()) -> tuple:
         """Positions (and possibly END) that can follow a completed node ``nid``."""
-        key = (nid, ctx)
+        key = (nid, ctx, stack)
         got = self._after.get(key)
         if got is not None:
             return got
         p = self.parent[nid]
         out: list = []
         if p < 0:
-            out.append(END)
+            if stack:  # the end of a shared definition: continue after its call
+                out.extend(self.after(stack[-1], ctx, stack[:-1]))
+            else:
+                out.append(END)
         elif self.kind[p] == _CAT:
             for k in self.kids[p][self.slot[nid] + 1:]:
-                out.extend(self.first(k, ctx))
+                out.extend(self.first(k, ctx, stack))
                 if not self.nullable[k]:
                     break
             else:
-                out.extend(self.after(p, ctx))
+                out.extend(self.after(p, ctx, stack))
         elif self.kind[p] == _ALT:
-            out.extend(self.after(p, ctx))
+            out.extend(self.after(p, ctx, stack))
         elif self.counted[p]:
             lo, hi, done, outer = self.lo[p], self.hi[p], ctx[-1] + 1, ctx[:-1]
             if hi is None or done < hi:  # another copy; unbounded counters saturate at lo - 1
-                out.extend(self.first(nid, outer + ((done if hi is not None else min(done, lo - 1)),)))
+                out.extend(self.first(nid, outer + ((done if hi is not None else min(done, lo - 1)),), stack))
             if done >= lo:
-                out.extend(self.after(p, outer))
+                out.extend(self.after(p, outer, stack))
         else:  # x?, x*, x+: at most one distinguishable copy
             if self.hi[p] is None:
-                out.extend(self.first(nid, ctx))
-            out.extend(self.after(p, ctx))
+                out.extend(self.first(nid, ctx, stack))
+            out.extend(self.after(p, ctx, stack))
         got = self._after[key] = tuple(dict.fromkeys(out))
         return got
 
@@ -322,7 +366,7 @@ class LazyDFA:
             if r is None:
                 self.starts.append(DEAD)
                 continue
-            members = [self._pos(p) for p in forest.first(r, ())]
+            members = [self._pos(p) for p in forest.first(r, (), ())]
             if forest.nullable[r]:
                 members.append(0)
             self.starts.append(self._intern(frozenset(members), self.strip_leading_space))
@@ -364,18 +408,18 @@ class LazyDFA:
         """``(first class, last class, target positions)`` triples of one position."""
         row = self._pos_rows[pid]
         if row is None:
-            leaf, k, ctx = self._pos_keys[pid]
+            leaf, k, ctx, stack = self._pos_keys[pid]
             forest, bc = self._forest, self.byte_class
             row = []
             for lo, hi, tgt in forest.tries[forest.trie[leaf]][k]:
                 if tgt >= 0:
-                    targets = (self._pos((leaf, tgt, ctx)),)
+                    targets = (self._pos((leaf, tgt, ctx, stack)),)
                 else:
-                    targets = self._after_ids.get((leaf, ctx))
+                    targets = self._after_ids.get((leaf, ctx, stack))
                     if targets is None:
                         targets = tuple(self._pos(p) if p is not END else 0
-                                        for p in forest.after(leaf, ctx))
-                        self._after_ids[(leaf, ctx)] = targets
+                                        for p in forest.after(leaf, ctx, stack))
+                        self._after_ids[(leaf, ctx, stack)] = targets
                 row.append((int(bc[lo]), int(bc[hi]), targets))
             row = self._pos_rows[pid] = tuple(row)
         return row
@@ -472,11 +516,13 @@ class LazyDFA:
     def export_states(self) -> dict:
         """Plain arrays describing every state found so far (for the disk cache).
 
-        Positions are written as ``[leaf, byte, *counters]`` (END as ``[-1]``):
-        node numbers follow the patterns, so they mean the same in any process.
+        Positions are written as ``[leaf, byte, n, *counters, *calls]`` with
+        ``n`` counters (END as ``[-1]``): node numbers follow the patterns, so
+        they mean the same in any process.
         """
         n = self.num_states
-        codes = [[-1] if key is END else [key[0], key[1], *key[2]] for key in self._pos_keys]
+        codes = [[-1] if key is END else [key[0], key[1], len(key[2]), *key[2], *key[3]]
+                 for key in self._pos_keys]
         pos_offsets = np.zeros(len(codes) + 1, dtype=np.int64)
         np.cumsum([len(c) for c in codes], out=pos_offsets[1:])
         members = [np.array(sorted(k[0]), dtype=np.int64) for k in self._keys]
@@ -508,8 +554,9 @@ class LazyDFA:
             code = codes[pos_offsets[i]:pos_offsets[i + 1]]
             if code == [-1]:
                 keys.append(END)
-            elif len(code) >= 2 and self._forest.valid_position(code[0], code[1], tuple(code[2:])):
-                keys.append((code[0], code[1], tuple(code[2:])))
+            elif len(code) >= 3 and 0 <= code[2] <= len(code) - 3 and self._forest.valid_position(
+                    code[0], code[1], tuple(code[3:3 + code[2]]), tuple(code[3 + code[2]:])):
+                keys.append((code[0], code[1], tuple(code[3:3 + code[2]]), tuple(code[3 + code[2]:])))
             else:
                 raise ValueError("cached automaton was built from different patterns")
         pos_map = np.array([0 if key is END else self._pos(key) for key in keys], dtype=np.int64)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 ENV = "HF_CONSTRAINED_CACHE"
 
 try:  # POSIX advisory locks; elsewhere builds may duplicate but stay correct

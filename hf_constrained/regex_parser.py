@@ -6,7 +6,16 @@ The tree has four node kinds, all plain tuples so that they hash and compare:
   disjoint inclusive code-point ranges ``(lo, hi)`` (surrogates excluded);
 * ``("cat", items)`` – concatenation;
 * ``("alt", items)`` – alternation;
-* ``("rep", item, min, max)`` – repetition, ``max`` is ``None`` for unbounded.
+* ``("rep", item, min, max)`` – repetition, ``max`` is ``None`` for unbounded;
+* ``("ref", name)`` – a call of a shared definition (see below).
+
+A pattern may start with ``(?(DEFINE)(?P<name>...)...)``: named definitions,
+each called as ``(?&name)`` later in the definitions or in the pattern (the
+syntax of the ``regex`` module and PCRE). :func:`parse` then returns
+``("def", ((name, tree), ...), root)``. Calls are not recursive (a definition
+may only call those defined before it), so the language stays regular; the
+automaton builds each definition once, however often it is called, which
+keeps large JSON Schemas (one ``$ref`` used in many places) small.
 
 The semantics are those of Python's ``re`` with a ``str`` pattern and no
 flags, under ``re.fullmatch``: ``\\d``, ``\\w`` and ``\\s`` are the Unicode
@@ -23,6 +32,8 @@ anchored (for ``re.search`` semantics).
 ('alt', (('cls', ((97, 97),)), ('cls', ((98, 98),))))
 >>> parse("[0-9]{2}")
 ('rep', ('cls', ((48, 57),)), 2, 2)
+>>> parse("(?(DEFINE)(?P<d>[ab]))(?&d)-(?&d)")
+('def', (('d', ('cls', ((97, 98),))),), ('cat', (('ref', 'd'), ('cls', ((45, 45),)), ('ref', 'd'))))
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ _COMMENT = ("comment",)  # returned by group() for (?#...); never in a tree
 # literal text there).
 _COUNTED = re.compile(r"\{([0-9]*)(,?)([0-9]*)\}")
 _END_ANCHORS = re.compile(r"(?:\$|\\Z)*(?=\||\Z)")
+_DEFINE = "(?(DEFINE)"
 
 
 def normalize_ranges(ranges) -> tuple:
@@ -119,6 +131,9 @@ class _Parser:
         # [start anchored, end anchored] per top-level alternative
         self.anchored: list = []
         self.repeated_anchors = False  # accept "^^a" / "a$$" (parse_alternatives)
+        self.subroutines = False  # accept a leading (?(DEFINE)...) and (?&name) calls (parse)
+        self.defined: set = set()  # definitions callable so far
+        self.has_defs = False  # the pattern started with (?(DEFINE)...): (?&name) is a call
 
     # -- helpers -------------------------------------------------------
     def error(self, msg: str, pos: int | None = None):
@@ -136,12 +151,73 @@ class _Parser:
 
     # -- grammar -------------------------------------------------------
     def parse(self):
+        defs = None
+        if self.subroutines and self.p.startswith(_DEFINE):
+            defs = self.definitions()
         node = self.alternation(top=True)
         if not self.eof():
             if self.peek() == ")":
                 self.error("unbalanced parenthesis")
             self.error(f"unexpected {self.peek()!r}")
-        return node
+        return node if defs is None else ("def", defs, node)
+
+    def definitions(self) -> tuple:
+        """``(?(DEFINE)(?P<name>...)...)`` at the start: the named definitions, in order."""
+        start = 0
+        self.has_defs = True
+        self.i = len(_DEFINE)
+        self.depth += 1
+        defs = []
+        while self.peek() == "(":
+            pos = self.i
+            if not self.p.startswith("(?P<", pos):
+                self.error("a (?(DEFINE)...) group may only hold named groups (?P<name>...)", pos)
+            self.i += 4
+            name = self._group_name()
+            self.depth += 1
+            body = self.alternation(top=False)
+            self.depth -= 1
+            if self.peek() != ")":
+                self.error("missing ), unterminated subpattern", pos)
+            self.i += 1
+            defs.append((name, body))
+            self.defined.add(name)
+        if self.peek() != ")":
+            self.error("missing ), unterminated (?(DEFINE)...) group", start)
+        self.i += 1
+        self.depth -= 1
+        return tuple(defs)
+
+    def _group_name(self) -> str:
+        """Read ``name>`` at ``self.i`` (just after ``(?P<``); check and register it."""
+        name_pos = self.i
+        end = self.p.find(">", name_pos)
+        if end < 0:
+            if name_pos == len(self.p):
+                self.error("missing group name", name_pos)
+            self.error("missing >, unterminated name", name_pos)
+        name = self.p[name_pos:end]
+        if not name:
+            self.error("missing group name", name_pos)
+        if not name.isidentifier():
+            self.error(f"bad character in group name {name!r}", name_pos)
+        if name in self.names:
+            self.error(f"redefinition of group name {name!r}", name_pos)
+        self.names.add(name)
+        self.i = end + 1
+        return name
+
+    def call(self, pos: int):
+        """``(?&name)``: a call of a definition made earlier in ``(?(DEFINE)...)``."""
+        end = self.p.find(")", pos)
+        name = self.p[pos + 3:end] if end > 0 else ""
+        if name not in self.defined:
+            self.unsupported(
+                f"subroutine call (?&{name})", pos,
+                "it must call a group defined earlier in the leading (?(DEFINE)...) group "
+                "(recursive calls are not regular: use GrammarProcessor for recursion)")
+        self.i = end + 1
+        return ("ref", name)
 
     def alternation(self, top: bool = False):
         options = [self.concatenation(top)]
@@ -280,21 +356,10 @@ class _Parser:
             if kind.startswith("?:"):
                 self.i += 2
             elif kind.startswith("?P<"):
-                name_pos = self.i + 3
-                end = self.p.find(">", name_pos)
-                if end < 0:
-                    if name_pos == len(self.p):
-                        self.error("missing group name", name_pos)
-                    self.error("missing >, unterminated name", name_pos)
-                name = self.p[name_pos:end]
-                if not name:
-                    self.error("missing group name", name_pos)
-                if not name.isidentifier():
-                    self.error(f"bad character in group name {name!r}", name_pos)
-                if name in self.names:
-                    self.error(f"redefinition of group name {name!r}", name_pos)
-                self.names.add(name)
-                self.i = end + 1
+                self.i += 3
+                self._group_name()
+            elif kind.startswith("?&") and self.has_defs:
+                return self.call(pos)
             elif kind.startswith("?P="):
                 self.unsupported("backreference (?P=...)", pos, "a finite automaton cannot match repeated text")
             elif kind.startswith("?#"):
@@ -464,7 +529,9 @@ def parse(pattern: str):
     """Parse ``pattern`` into the syntax tree described in the module docstring."""
     if not isinstance(pattern, str):
         raise TypeError(f"a regex pattern must be a str, not {type(pattern).__name__}")
-    return _Parser(pattern).parse()
+    parser = _Parser(pattern)
+    parser.subroutines = True
+    return parser.parse()
 
 
 def parse_alternatives(pattern: str, classes=None) -> list:

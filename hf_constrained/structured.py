@@ -125,8 +125,9 @@ class JSONProcessor(_ParsingProcessor):
             if regexes is None:
                 return
         else:
+            # shared definitions: a $ref used in many places is parsed and built once
             regexes = [schema_to_regex(s, whitespace=whitespace, max_recursion_depth=max_recursion_depth,
-                                       strict=strict) for s in schemas]
+                                       strict=strict, shared=True) for s in schemas]
         super().__init__(regexes if per_prompt else regexes[0], tokenizer, **kwargs)
 
     def _parse_one(self, text: str, prompt: int):

@@ -114,9 +114,60 @@ def _parsed(regex: str):
     return sre_parse.parse(regex)
 
 
+def _random_tree_match(pattern: str, rng: random.Random, max_extra: int) -> str:
+    """A random match of a ``(?(DEFINE)...)`` pattern (which ``re`` cannot read), drawn
+    from this package's parse tree and checked with the ``regex`` module."""
+    import regex as regex_module
+
+    tree, dfa = _parsed_definitions(pattern)
+    defs = dict(tree[1])
+    out: list[str] = []
+
+    def gen(node) -> None:
+        kind = node[0]
+        if kind == "cls":
+            ranges = node[1]
+            small = [r for r in ranges if r[0] < 0x80] if rng.random() < 0.8 else []
+            lo, hi = rng.choice(small or list(ranges))
+            out.append(chr(rng.randint(lo, min(hi, lo + 300) if rng.random() < 0.7 else hi)))
+        elif kind == "cat":
+            for n in node[1]:
+                gen(n)
+        elif kind == "alt":
+            gen(rng.choice(node[1]))
+        elif kind == "ref":
+            gen(defs[node[1]])
+        else:
+            _, sub, lo, hi = node
+            top = lo + max_extra if hi is None else min(hi, lo + max_extra)
+            n = lo
+            while n < top and rng.random() < 0.6:
+                n += 1
+            for _ in range(n):
+                gen(sub)
+
+    gen(tree[2])
+    text = "".join(out)
+    if len(pattern) <= 20_000:  # the regex module runs out of memory on larger ones
+        assert regex_module.fullmatch(pattern, text), (pattern[:200], text)
+    else:
+        assert dfa.fullmatch(text.encode()), (pattern[:200], text)
+    return text
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_definitions(pattern: str):
+    from hf_constrained.automaton import LazyDFA
+    from hf_constrained.regex_parser import parse
+
+    return parse(pattern), (LazyDFA.from_patterns([pattern]) if len(pattern) > 20_000 else None)
+
+
 def random_match(regex: str, rng: random.Random, max_extra: int = 4) -> str:
     """A random string fully matching ``regex`` (unbounded repetitions are
     cut at ``max_extra`` extra iterations)."""
+    if regex.startswith("(?(DEFINE)"):
+        return _random_tree_match(regex, rng, max_extra)
     out: list[str] = []
 
     def gen(seq) -> None:
@@ -1151,16 +1202,23 @@ def test_random_schemas_are_sound():
 
 
 def test_exponentially_growing_schema_is_refused_fast():
-    """Nested arrays double the regex text per level: refuse quickly, never OOM."""
+    """Nested arrays double the plain regex text per level: without shared definitions
+    it is refused quickly, never OOM; with them (the default) the text stays linear."""
     import time
+
+    import regex as regex_module
 
     schema = {"type": "integer"}
     for _ in range(40):
         schema = {"type": "array", "items": schema}
     t0 = time.perf_counter()
     with pytest.raises(SchemaError, match="MAX_REGEX_TEXT"):
-        schema_to_regex(schema)
+        schema_to_regex(schema, shared=False)
     assert time.perf_counter() - t0 < 10
+    r = schema_to_regex(schema)
+    assert r.startswith("(?(DEFINE)") and len(r) < 40_000
+    deep = "[" * 40 + "1,2" + "]" * 40
+    assert regex_module.fullmatch(r, deep) and not regex_module.fullmatch(r, "[" * 39 + "1" + "]" * 39)
 
 
 # ---------------------------------------------------------------------------

@@ -182,6 +182,7 @@ __all__ = [
     "MAX_CONVERSIONS",
     "MAX_NEGATION_ALTERNATIVES",
     "MAX_REGEX_TEXT",
+    "SHARE_MIN_TEXT",
     "NULL",
     "NUMBER",
     "NUMBER_FRACTION_DIGITS",
@@ -209,6 +210,12 @@ WHITESPACE = r"[ ]?"
 #: Cap on the regex *text* while it is being built (checked at every subschema),
 #: so schemas whose regex grows exponentially are refused fast.
 MAX_REGEX_TEXT = 400_000
+
+#: Converted subschemas at least this long become shared definitions
+#: (``(?(DEFINE)(?P<dN>...))``, called as ``(?&dN)``) when the plain regex
+#: would exceed :data:`MAX_REGEX_TEXT`: one ``$ref`` target used in many places
+#: is then written once (the automaton builds it once too).
+SHARE_MIN_TEXT = 256
 
 #: Most alternatives that the negated other branches of one ``oneOf`` branch
 #: may distribute into (each is converted): beyond it the oneOf is refused
@@ -467,10 +474,10 @@ def _alt(alternatives) -> Optional[str]:
     rest = [a for a in seen if a != ""]
     if not rest:
         return ""
-    body = rest[0] if len(rest) == 1 else "(?:" + "|".join(rest) + ")"
-    if "" in seen:
-        body = _repeat(body, 0, 1)
-    return body
+    if len(rest) == 1:
+        return _repeat(rest[0], 0, 1) if "" in seen else rest[0]
+    body = "(?:" + "|".join(rest) + ")"  # one atom already: no need to scan it again
+    return body + "?" if "" in seen else body
 
 
 def _concat(*pieces: Optional[str]) -> Optional[str]:
@@ -681,14 +688,21 @@ def _emit(node, charset: Callable[[Intervals], Optional[str]]) -> Optional[str]:
     return _repeat(inner, lo, hi)
 
 
-def _node_size(node) -> int:
+def _node_size(node, defs: Optional[dict] = None) -> int:
     kind = node[0]
     if kind == "cls":
         return 1
+    if kind == "def":
+        sizes: dict = {}
+        for name, body in node[1]:
+            sizes[name] = _node_size(body, sizes)
+        return _node_size(node[2], sizes)
+    if kind == "ref":
+        return defs[node[1]]
     if kind in ("cat", "alt"):
-        return sum(_node_size(n) for n in node[1])
+        return sum(_node_size(n, defs) for n in node[1])
     copies = node[2] + 1 if node[3] is None else max(node[3], 1)
-    return _node_size(node[1]) * copies
+    return _node_size(node[1], defs) * copies
 
 
 @lru_cache(maxsize=4096)
@@ -696,8 +710,8 @@ def expanded_size(regex: str) -> int:
     """Character positions of ``regex`` with counted repetitions expanded:
     what an engine that unrolls ``x{m,n}`` into copies would have to build.
 
-    >>> expanded_size("a[bc]{3}"), expanded_size("(?:ab|c)*")
-    (4, 3)
+    >>> expanded_size("a[bc]{3}"), expanded_size("(?:ab|c)*"), expanded_size("(?(DEFINE)(?P<d>ab))(?&d){2}")
+    (4, 3, 4)
     """
     return _node_size(parse_regex(regex))
 
@@ -1195,6 +1209,10 @@ def _json_type_kinds(value: Any) -> set:
     return {"object"}
 
 
+class _TextLimit(SchemaError):
+    """The regex text outgrew :data:`MAX_REGEX_TEXT` (``schema_to_regex`` retries with shared definitions)."""
+
+
 class _Converter:
     def __init__(self, root: Any, whitespace: str, max_depth: int):
         self.root = root
@@ -1208,6 +1226,9 @@ class _Converter:
         self._any_cache: dict = {}
         self.integral_floats = True
         self.conversions = 0
+        self.share = False             # write large subschemas once, as (?(DEFINE)...) definitions
+        self.definitions: dict = {}    # definition text -> name, in definition order
+        self.definition_text = 0
         self._index_resources()
         # unevaluated* depend on which subschemas *evaluated* a member: the
         # negation-based rewrites of oneOf/not/if would change that
@@ -1229,7 +1250,28 @@ class _Converter:
                     "the recursion a non-recursive alternative")
             raise SchemaError("schema at /: no JSON value satisfies the "
                               "schema (as far as the converter can generate)")
-        return result
+        if not self.definitions:
+            return result
+        defs = {name: text for text, name in self.definitions.items()}
+        last = f"d{len(defs) - 1}"
+        if result == f"(?&{last})":  # the root's own definition: write it in place
+            result = defs.pop(last)
+            if not defs:
+                return result
+        return "(?(DEFINE)" + "".join(f"(?P<{n}>{t})" for n, t in defs.items()) + ")" + result
+
+    def _shared(self, text: str, ptr: str) -> str:
+        """A call of the definition holding ``text`` (made on first use)."""
+        name = self.definitions.get(text)
+        if name is None:
+            self.definition_text += len(text)
+            if self.definition_text > MAX_REGEX_TEXT:
+                raise SchemaError(
+                    f"schema at {ptr or '/'}: the regex text exceeds MAX_REGEX_TEXT="
+                    f"{MAX_REGEX_TEXT} characters even with shared definitions; lower "
+                    "max_recursion_depth, bound the nesting or simplify the schema")
+            name = self.definitions[text] = f"d{len(self.definitions)}"
+        return f"(?&{name})"
 
     def part(self, schema: Any, ptr: str, lineage: tuple = ()) -> _Part:
         self._ids += 1
@@ -1334,8 +1376,10 @@ class _Converter:
             result = self._convert_flat(flat, parts)
             # Nested containers repeat their item regex, so text can double per
             # level: stop early, before the exact (slower) size check at the end.
+            if self.share and result is not None and len(result) >= SHARE_MIN_TEXT:
+                result = self._shared(result, parts[0].ptr)
             if result is not None and len(result) > MAX_REGEX_TEXT:
-                raise SchemaError(
+                raise _TextLimit(
                     f"schema at {parts[0].ptr or '/'}: the regex text exceeds "
                     f"MAX_REGEX_TEXT={MAX_REGEX_TEXT} characters (deeply nested arrays/objects "
                     "multiply it); lower max_recursion_depth, bound the nesting or simplify the schema")
@@ -2139,6 +2183,13 @@ def _key_excluding(names: list) -> str:
     """
     if not names:
         return STRING
+    return _keys_excluding(tuple(sorted(set(names))))
+
+
+@lru_cache(maxsize=1024)
+def _keys_excluding(names: tuple) -> str:
+    """:func:`_key_excluding` of sorted distinct ``names`` (the same object schema is
+    often converted at many places)."""
     trie: dict = {}
     for name in names:
         node = trie
@@ -2166,7 +2217,8 @@ def _key_excluding(names: list) -> str:
 
 
 def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
-                    max_recursion_depth: int = 3, strict: bool = False) -> str:
+                    max_recursion_depth: int = 3, strict: bool = False,
+                    shared: Optional[bool] = None) -> str:
     """Convert a JSON Schema into a regex whose matches all validate.
 
     :param schema: a dict or bool (the schema), a JSON string, or a pydantic
@@ -2181,6 +2233,14 @@ def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
     :param strict: refuse keywords (and ``format`` values) that the
         schema's draft does not define, instead of ignoring them as
         annotations (see :mod:`hf_constrained.json_schema.drafts`).
+    :param shared: write every converted subschema of at least
+        :data:`SHARE_MIN_TEXT` characters once, as a definition of a leading
+        ``(?(DEFINE)(?P<d0>...)...)`` group, called as ``(?&d0)`` where it is
+        used.  That syntax is the ``regex`` module's (and PCRE's); this
+        package's engine reads it and builds each definition once, but
+        Python's ``re`` does not.  ``None`` (default): only when the plain
+        regex would exceed :data:`MAX_REGEX_TEXT` (large schemas that use one
+        ``$ref`` in many places); ``False``: never (such schemas are refused).
     :raises SchemaError: the schema uses something that cannot be honoured
         exactly (the message names the keyword and its JSON pointer), is
         invalid, or admits no generatable value.
@@ -2192,17 +2252,37 @@ def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
     '\\\\{"a":(?:true|false)\\\\}'
     >>> schema_to_regex({"enum": ["red", "green", 1]})
     '(?:"red"|"green"|(?:1|1\\\\.0))'
+    >>> point = {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}}
+    >>> line = {"type": "array", "items": point}
+    >>> big = schema_to_regex({"type": "object", "properties": {"a": line, "b": line}}, shared=True)
+    >>> plain = schema_to_regex({"type": "object", "properties": {"a": line, "b": line}})
+    >>> big.startswith("(?(DEFINE)(?P<d0>"), big.count("(?&d0)") > 1, len(big) < len(plain) / 2
+    (True, True, True)
+    >>> import regex
+    >>> bool(regex.fullmatch(big, '{"a":[{"x":1}],"b":[]}'))
+    True
     """
     root = _load(schema)
     ws = _whitespace_regex(WHITESPACE if whitespace is None else whitespace)
     if not isinstance(max_recursion_depth, int) or max_recursion_depth < 1:
         raise ValueError("max_recursion_depth must be an integer >= 1")
     check_metaschema(root)
-    with gc_paused():
-        conv = _Converter(canonical(root, strict=strict), ws, max_recursion_depth)
+    canon, draft4 = canonical(root, strict=strict), detect_draft(root)[0] == "draft4"
+
+    def convert(share: bool) -> str:
+        conv = _Converter(canon, ws, max_recursion_depth)
         # Draft 04 counts 1.0 as a number but not as an integer: write integral values bare.
-        conv.integral_floats = detect_draft(root)[0] != "draft4"
+        conv.integral_floats = not draft4
+        conv.share = share
         return conv.run()
+
+    with gc_paused():
+        if shared is None:
+            try:
+                return convert(False)
+            except _TextLimit:
+                return convert(True)
+        return convert(bool(shared))
 
 
 # ---------------------------------------------------------------------------
