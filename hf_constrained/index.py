@@ -124,12 +124,21 @@ class TokenIndex:
 
     # -- walking -----------------------------------------------------------
     def _lookup(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
-        cur = self.dfa.table[states, classes]
-        todo = cur < 0  # rows not computed yet hold -1
-        if todo.any():
+        """``table[states, classes]``, expanding the rows not computed yet.
+
+        One ``take`` from the flat table (about 4x faster than a 2-D fancy index
+        over a whole trie level), in int32 while the table's size allows it.
+        """
+        dfa = self.dfa
+        if dfa.table.size >= 2 ** 31:
+            states = states.astype(np.int64)
+        flat = states * dfa.n_classes
+        flat += classes
+        cur = dfa.table.ravel().take(flat)
+        if len(cur) and cur.min() < 0:  # rows not computed yet hold -1
             with self.lock:
-                self.dfa.expand_many(states[todo])
-            cur = self.dfa.table[states, classes]
+                dfa.expand_many(states[cur < 0])
+            cur = dfa.table.ravel().take(flat)
         return cur
 
     #: byte-trie nodes walked densely (by permissive states outside a lexical
@@ -196,7 +205,7 @@ class TokenIndex:
             if dense is not None:
                 if v is self.vocab:
                     self._dense_nodes += b - a
-                ps = dense[parent_rel[a:b]]
+                ps = dense.take(parent_rel[a:b])
                 cur = self._lookup(ps, node_cls[a:b])  # int32 states, no widening pass
                 if not run:
                     d0 = d
