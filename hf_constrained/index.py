@@ -107,7 +107,7 @@ class TokenIndex:
         # held where DFA states are determinised (and by RegexConstraint where masks are
         # computed); lookups of states already built take no lock
         self.lock = threading.RLock()
-        self.node_cls = dfa.byte_class[vocab.node_byte]
+        self._node_cls = None  # per byte-trie node, its byte class (see node_cls)
         self._class_trie: ClassTrie | None = None
         self._dense_nodes = 0  # byte-trie nodes walked densely so far (see CLASS_TRIE_AFTER)
         self._byte_rel = _BYTE_REL.get(vocab)
@@ -123,6 +123,21 @@ class TokenIndex:
             self._compute_token_liveness()
 
     # -- walking -----------------------------------------------------------
+    @property
+    def node_cls(self) -> np.ndarray:
+        """The byte class of every byte-trie node, computed on the first dense walk
+        (a 274k-element gather, about 0.2 ms: sparse walks, such as the start state's
+        first mask, read the classes of the nodes they visit only)."""
+        if self._node_cls is None:
+            self._node_cls = self.dfa.byte_class.take(self.vocab.node_byte)
+        return self._node_cls
+
+    def _classes(self, node_cls, nodes: np.ndarray) -> np.ndarray:
+        """Classes of trie ``nodes`` (``node_cls`` None: byte-trie nodes, from their bytes)."""
+        if node_cls is not None:
+            return node_cls[nodes]
+        return self.dfa.byte_class.take(self.vocab.node_byte[nodes])
+
     def _lookup(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
         """``table[states, classes]``, expanding the rows not computed yet.
 
@@ -155,7 +170,7 @@ class TokenIndex:
             self._class_rel = _parent_relative(self._class_trie)
         if self._class_trie is not None:
             return self._class_trie, self._class_trie.node_cls, self._class_rel
-        return self.vocab, self.node_cls, self._byte_rel
+        return self.vocab, self._node_cls, self._byte_rel
 
     def _walk_trie(self, q: int):
         """All (token id, next state) pairs with a live next state from ``q``
@@ -205,6 +220,8 @@ class TokenIndex:
             if dense is not None:
                 if v is self.vocab:
                     self._dense_nodes += b - a
+                    if node_cls is None:
+                        node_cls = self.node_cls
                 ps = dense.take(parent_rel[a:b])
                 cur = self._lookup(ps, node_cls[a:b])  # int32 states, no widening pass
                 if not run:
@@ -239,7 +256,7 @@ class TokenIndex:
         cs = v.child_start[nodes]
         counts = v.child_end[nodes] - cs
         child = _spans(cs, counts)
-        nxt = self._lookup(np.repeat(states, counts), node_cls[child])
+        nxt = self._lookup(np.repeat(states, counts), self._classes(node_cls, child))
         keep = np.flatnonzero(nxt)  # DEAD is 0
         return child[keep], nxt[keep]
 
@@ -291,8 +308,9 @@ class TokenIndex:
         walk = RegionWalk.shared(self.vocab, by_byte)
         if walk is None:
             return None
-        v, node_cls = self.vocab, self.node_cls
-        exit_states = self.dfa.table[states[walk.exit_from], node_cls[walk.exit_nodes]].astype(np.int64)
+        v, node_cls = self.vocab, self._node_cls
+        exit_states = self.dfa.table[states[walk.exit_from],
+                                     self._classes(node_cls, walk.exit_nodes)].astype(np.int64)
         live = exit_states != DEAD
         more_ids, more_states = self._walk_from(v, node_cls, walk.exit_nodes[live], exit_states[live])
         return walk, states, more_ids, more_states
