@@ -395,7 +395,10 @@ class LazyDFA:
             )
         if sid >= len(self.table):
             grow = len(self.table)
-            self.table = np.concatenate([self.table, np.full((grow, self.n_classes), -1, np.int32)])
+            table = np.empty((2 * grow, self.n_classes), dtype=np.int32)  # each byte written once
+            table[:grow] = self.table
+            table[grow:] = -1
+            self.table = table
             self.accepting = np.concatenate([self.accepting, np.zeros(grow, bool)])
             self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
         self._members += len(key_set)
