@@ -21,9 +21,12 @@ Each walk runs twice on the same object: the first pass computes masks lazily
 shared: every schema is run ``--repeats`` times from the same starting caches
 (fresh processor, fresh matcher) and each step keeps its fastest run. Time to first mask
 is schema -> first mask; for hf_constrained it is split into convert
-(``schema_to_regex``), automaton (``LazyDFA.from_patterns`` + the processor's probe
-``explore``) and first mask (``TokenIndex`` + the start state's mask), and measured
-whole as ``JSONProcessor(...)`` + its first call.
+(``schema_to_regex``), parse (``regex_parser.parse``), automaton (``LazyDFA``: forest
+and start states), probe (the processor's 128-state ``explore``), vocabulary (the
+processor's per-process cached ``Vocabulary``), index (``TokenIndex``) and first mask
+(the start state's mask), and measured whole as ``JSONProcessor(...)`` + its first call.
+The engine's first visits over 1 ms are sorted by cause (DFA states created, dense
+trie walk, lexical region) and the slowest are listed.
 """
 
 from __future__ import annotations
@@ -277,43 +280,60 @@ def best(repeats, fresh, run, first=None):
         results.append(run())
     out = []
     for parts in zip(*results):
-        if isinstance(parts[0], list):
+        if isinstance(parts[0], list) and parts[0] and isinstance(parts[0][0], tuple):
+            out.append(parts[0])  # per-step details: the same in every run
+        elif isinstance(parts[0], list):
             out.append([min(x) for x in zip(*parts)])
         else:
             out.append(min(parts))
     return out
 
 
-def engine_walk(regex, ids, vocab, eos):
-    """Engine level: (automaton, first mask, first-pass masks, steady masks, commits) in ns."""
+def engine_walk(regex, ids, vocab, eos, tok=None):
+    """Engine level: (phases of the first mask, first-pass masks, steady masks, commits,
+    first-pass step details) in ns. Phases: parse, automaton, probe, vocabulary, index,
+    first mask; details per step: (DFA states created, dense trie nodes walked, region)."""
     from hf_constrained.automaton import LazyDFA
     from hf_constrained.index import TokenIndex
     from hf_constrained.regex_constraint import _PROBE_STATES
+    from hf_constrained.regex_parser import parse
+    from hf_constrained.vocabulary import Vocabulary
 
     t0 = time.perf_counter_ns()
-    dfa = LazyDFA.from_patterns([regex], strip_leading_space=vocab.strip_leading_space)
-    dfa.explore(_PROBE_STATES)
+    tree = parse(regex)
     t1 = time.perf_counter_ns()
-    index = TokenIndex(dfa, vocab, [eos])
-    index.bits(dfa.starts[0])
+    dfa = LazyDFA([tree], strip_leading_space=vocab.strip_leading_space)
     t2 = time.perf_counter_ns()
-    automaton, first_mask = t1 - t0, t2 - t1
-    first, steady, commit = [], [], []
+    dfa.explore(_PROBE_STATES)
+    t3 = time.perf_counter_ns()
+    if tok is not None:
+        Vocabulary.from_tokenizer(tok, cache_dir=False)  # what the processor does (cached per process)
+    t4 = time.perf_counter_ns()
+    index = TokenIndex(dfa, vocab, [eos])
+    t5 = time.perf_counter_ns()
+    index.bits(dfa.starts[0])
+    t6 = time.perf_counter_ns()
+    phases = (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5)
+    first, steady, commit, detail = [], [], [], []
     for pass_times in (first, steady):
         q = np.array([dfa.starts[0]], dtype=np.int64)
         for t in ids + [eos]:
+            n0, d0 = dfa.num_states, index._dense_nodes
             t0 = time.perf_counter_ns()
             bits = index.bits(int(q[0]))
             pass_times.append(_ns(t0))
+            if pass_times is first:
+                detail.append((dfa.num_states - n0, index._dense_nodes - d0,
+                               int(q[0]) > 0 and index._region(int(q[0])) is not None))
             if not (bits[t >> 3] >> (t & 7)) & 1:
                 raise AssertionError(f"token {t} of a valid document masked")
-            tok = np.array([t], dtype=np.int64)
+            tok_ = np.array([t], dtype=np.int64)
             t0 = time.perf_counter_ns()
-            q = index.next_states(q, tok)
+            q = index.next_states(q, tok_)
             commit.append(_ns(t0))
         if q[0] != -1:
             raise AssertionError("valid document did not finish")
-    return automaton, first_mask, first, steady, commit
+    return (*phases, first, steady, commit, detail)
 
 
 def processor_walk(schema, ids, tok, width):
@@ -384,6 +404,26 @@ def llguidance_steps(first, commit):
 
 
 # ----------------------------------------------------------------- report
+def slow_visits(first, detail, where, top=8):
+    """Lines on the engine's slow first visits: why (DFA states created, dense walk,
+    region) and the slowest few."""
+    kinds = {}
+    for ns, (new, dense, region) in zip(first, detail):
+        if ns >= 1e6:
+            k = ("creates > 100 DFA states" if new > 100 else "string body (lexical region)" if region
+                 else "dense trie walk, no region" if dense else "sparse walk")
+            kinds.setdefault(k, []).append(ns)
+    out = [f"**Engine first visits over 1 ms**: {sum(map(len, kinds.values()))} of {len(first)} steps", "",
+           "| cause | steps | p50 | max |", "|---|---:|---:|---:|"]
+    out += [f"| {k} | {len(v)} | {fmt(q(v, 50))} | {fmt(max(v))} |" for k, v in sorted(kinds.items())]
+    out += ["", "| slowest first visits | step | mask | DFA states created | dense trie nodes | region |",
+            "|---|---:|---:|---:|---:|---|"]
+    for i in sorted(range(len(first)), key=lambda i: -first[i])[:top]:
+        new, dense, region = detail[i]
+        out.append(f"| {where[i][0]} | {where[i][1]} | {fmt(first[i])} | {new} | {dense} | {region} |")
+    return out
+
+
 def q(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
@@ -436,7 +476,8 @@ def main():
           f"{sum(len(d[4]) for d in docs)} tokens; corpus built in {time.perf_counter() - t0:.0f} s",
           flush=True)
 
-    R = {k: [] for k in ("convert", "automaton", "first_mask", "e_first", "e_steady", "e_commit",
+    R = {k: [] for k in ("convert", "parse", "automaton", "probe", "vocabulary", "index", "first_mask",
+                         "e_first", "e_steady", "e_commit", "e_detail", "e_where",
                          "p_ttfm", "p_first", "p_steady", "l_ttfm", "l_first", "l_steady", "l_commit",
                          "l_step")}
     ll_rejects = []
@@ -445,9 +486,11 @@ def main():
         fresh = _process_caches(vocab)
         conv, = best(args.repeats, fresh, lambda: (_timed(schema_to_regex, schema),))
         R["convert"].append(conv)
-        a, m, f, s, c = best(args.repeats, fresh, lambda: engine_walk(regex, ids, vocab, eos))
-        R["automaton"].append(a)
-        R["first_mask"].append(m)
+        *phases, f, s, c, det = best(args.repeats, fresh, lambda: engine_walk(regex, ids, vocab, eos, tok))
+        for key, ns in zip(("parse", "automaton", "probe", "vocabulary", "index", "first_mask"), phases):
+            R[key].append(ns)
+        R["e_detail"] += det
+        R["e_where"] += [(name, i) for i in range(len(f))]
         R["e_first"] += f
         R["e_steady"] += s
         R["e_commit"] += c
@@ -504,14 +547,20 @@ def main():
              "**Time to first mask** (per schema)", "", hdr,
              row("hf_constrained `JSONProcessor(...)` + first call", R["p_ttfm"]),
              row("  convert (`schema_to_regex`)", R["convert"]),
-             row("  automaton (`LazyDFA.from_patterns` + probe)", R["automaton"]),
-             row("  first mask (`TokenIndex` + start mask)", R["first_mask"]),
-             row("llguidance grammar + `LLMatcher` + first mask", R["l_ttfm"])]
+             row("  parse (`regex_parser.parse`)", R["parse"]),
+             row("  automaton (`LazyDFA(trees)`: forest, start states)", R["automaton"]),
+             row("  probe (`explore`, 128 states)", R["probe"]),
+             row("  vocabulary (`Vocabulary.from_tokenizer`, cached per process)", R["vocabulary"]),
+             row("  index (`TokenIndex(...)`)", R["index"]),
+             row("  first mask (start state's `bits`)", R["first_mask"]),
+             row("llguidance grammar + `LLMatcher` + first mask", R["l_ttfm"]), "",
+             *slow_visits(R["e_first"], R["e_detail"], R["e_where"])]
     print("\n".join(lines))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"schemas": [d[0] for d in docs], "stats": stats,
                                                    "llguidance_rejects": ll_rejects,
-                                                   "ns": R, "apply_ns": apply}))
+                                                   "ns": {k: v for k, v in R.items() if k not in ("e_detail", "e_where")},
+                                                   "first_visit_detail": R["e_detail"], "apply_ns": apply}))
 
 
 if __name__ == "__main__":

@@ -439,7 +439,10 @@ class LazyDFA:
             )
         if sid >= len(self.table):
             grow = len(self.table)
-            self.table = np.concatenate([self.table, np.full((grow, self.n_classes), -1, np.int32)])
+            table = np.empty((2 * grow, self.n_classes), dtype=np.int32)  # each byte written once
+            table[:grow] = self.table
+            table[grow:] = -1
+            self.table = table
             self.accepting = np.concatenate([self.accepting, np.zeros(grow, bool)])
             self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
         self._members += len(key_set)
@@ -469,27 +472,43 @@ class LazyDFA:
         if self.expanded[sid]:
             return
         members, strip = self._keys[sid]
-        targets: dict = {}
+        # The members' (first class, last class, targets) triples cut the classes into
+        # segments with one target set each: one set union and one intern per segment,
+        # not per byte class (a string body's one ASCII range spans dozens of classes).
+        trips = []
         for p in members:
-            for clo, chi, ts in self._row(p):
-                for c in range(clo, chi + 1):
-                    got = targets.get(c)
-                    if got is None:
-                        targets[c] = set(ts)
-                    else:
-                        got.update(ts)
+            trips.extend(self._row(p))
         row = np.zeros(self.n_classes, dtype=np.int32)
-        for c, raw in targets.items():
-            row[c] = self._intern(frozenset(raw), False)
+        if len(trips) == 1:
+            clo, chi, ts = trips[0]
+            row[clo:chi + 1] = self._intern(frozenset(ts), False)
+        elif trips:
+            cuts = sorted({c for clo, chi, _ in trips for c in (clo, chi + 1)})
+            at = {c: i for i, c in enumerate(cuts)}
+            segs: list = [None] * (len(cuts) - 1)
+            for clo, chi, ts in trips:
+                for i in range(at[clo], at[chi + 1]):
+                    got = segs[i]
+                    if got is None:
+                        segs[i] = ts
+                    elif type(got) is set:
+                        got.update(ts)
+                    else:
+                        segs[i] = set(got).union(ts)
+            intern = self._intern
+            for i, raw in enumerate(segs):
+                if raw is not None:
+                    row[cuts[i]:cuts[i + 1]] = intern(frozenset(raw), False)
         if strip:
             row[self._space_class] = self._intern(members, False)
         self.table[sid] = row
         self.expanded[sid] = True
 
     def expand_many(self, sids) -> None:
-        for s in np.unique(np.asarray(sids)):
-            if not self.expanded[s]:
-                self.expand(int(s))
+        expanded, expand = self.expanded, self.expand
+        for s in np.unique(np.asarray(sids)).tolist():
+            if not expanded[s]:
+                expand(s)
 
     def explore(self, limit: int) -> bool:
         """Determinise breadth-first from the starts, at most ``limit`` states.

@@ -61,6 +61,28 @@ class ClassTrie:
     """
 
     def __init__(self, vocab: Vocabulary, byte_class: np.ndarray):
+        for _ in self.steps(vocab, byte_class):
+            pass
+
+    @classmethod
+    def incremental(cls, vocab: Vocabulary, byte_class: np.ndarray):
+        """``(trie, steps)``: the trie is complete once the generator ``steps`` is
+        exhausted; each step builds one trie level (or links the trie at the end)
+        and yields the byte-trie nodes it handled, so a caller can spread the
+        10-20 ms of a 129k-token build over several calls.
+
+        >>> from hf_constrained.vocabulary import Vocabulary
+        >>> vocab = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"ab", b"ac", None])
+        >>> bc = LazyDFA.from_patterns([r"a[bc]"]).byte_class
+        >>> trie, steps = ClassTrie.incremental(vocab, bc)
+        >>> sum(1 for _ in steps), trie.num_nodes == ClassTrie(vocab, bc).num_nodes < vocab.num_nodes
+        (3, True)
+        """
+        self = cls.__new__(cls)
+        return self, self.steps(vocab, byte_class)
+
+    def steps(self, vocab: Vocabulary, byte_class: np.ndarray):
+        """Build the trie level by level (see :meth:`incremental`)."""
         n_classes = int(byte_class.max()) + 1
         node_cls = byte_class[vocab.node_byte].astype(np.int64)
         ds = vocab.depth_start
@@ -70,26 +92,35 @@ class ClassTrie:
         for d in range(1, len(ds) - 1):
             a, b = int(ds[d]), int(ds[d + 1])
             key = qnode[vocab.node_parent[a:b]] * n_classes + node_cls[a:b]
+            first = np.empty(len(key), dtype=bool)
+            first[0] = True
             if (key[1:] >= key[:-1]).all():
-                # Byte classes are byte ranges and siblings are sorted by byte, so the
-                # keys come sorted: the distinct ones are the starts of runs (no sort).
-                first = np.empty(len(key), dtype=bool)
-                first[0] = True
+                # Byte classes are byte ranges and siblings are sorted by byte, so
+                # without merged parents the keys come sorted: no sort.
                 np.not_equal(key[1:], key[:-1], out=first[1:])
                 uniq, inv = key[first], np.cumsum(first) - 1
             else:
-                uniq, inv = np.unique(key, return_inverse=True)
+                # Merged parents interleave their children's classes; the keys stay
+                # sorted by parent, nearly sorted overall: a stable (run-aware) sort.
+                perm = np.argsort(key, kind="stable")
+                sk = key[perm]
+                np.not_equal(sk[1:], sk[:-1], out=first[1:])
+                uniq = sk[first]
+                inv = np.empty(len(key), dtype=np.int64)
+                inv[perm] = np.cumsum(first) - 1
             qnode[a:b] = next_id + inv
             parents.append(uniq // n_classes)
             classes.append(uniq % n_classes)
             next_id += len(uniq)
             starts.append(next_id)
+            yield b - a
         par = np.concatenate(parents)
         self.node_parent = par
         self.node_cls = np.concatenate(classes).astype(np.int32)
         self.depth_start = np.array(starts, dtype=np.int64)
         self.num_nodes = len(par)
         link_trie(self, par, vocab.term_ids, qnode[vocab.term_node])
+        yield len(vocab.term_ids)
 
 
 #: vocabulary -> :func:`_parent_relative` of its byte trie
@@ -107,8 +138,9 @@ class TokenIndex:
         # held where DFA states are determinised (and by RegexConstraint where masks are
         # computed); lookups of states already built take no lock
         self.lock = threading.RLock()
-        self.node_cls = dfa.byte_class[vocab.node_byte]
+        self._node_cls = None  # per byte-trie node, its byte class (see node_cls)
         self._class_trie: ClassTrie | None = None
+        self._class_build = None  # (trie, steps) while the class trie is being built
         self._dense_nodes = 0  # byte-trie nodes walked densely so far (see CLASS_TRIE_AFTER)
         self._byte_rel = _BYTE_REL.get(vocab)
         if self._byte_rel is None:  # per vocabulary, not per processor (part of the first mask)
@@ -123,13 +155,37 @@ class TokenIndex:
             self._compute_token_liveness()
 
     # -- walking -----------------------------------------------------------
+    @property
+    def node_cls(self) -> np.ndarray:
+        """The byte class of every byte-trie node, computed on the first dense walk
+        (a 274k-element gather, about 0.2 ms: sparse walks, such as the start state's
+        first mask, read the classes of the nodes they visit only)."""
+        if self._node_cls is None:
+            self._node_cls = self.dfa.byte_class.take(self.vocab.node_byte)
+        return self._node_cls
+
+    def _classes(self, node_cls, nodes: np.ndarray) -> np.ndarray:
+        """Classes of trie ``nodes`` (``node_cls`` None: byte-trie nodes, from their bytes)."""
+        if node_cls is not None:
+            return node_cls[nodes]
+        return self.dfa.byte_class.take(self.vocab.node_byte[nodes])
+
     def _lookup(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
-        cur = self.dfa.table[states, classes]
-        todo = cur < 0  # rows not computed yet hold -1
-        if todo.any():
+        """``table[states, classes]``, expanding the rows not computed yet.
+
+        One ``take`` from the flat table (about 4x faster than a 2-D fancy index
+        over a whole trie level), in int32 while the table's size allows it.
+        """
+        dfa = self.dfa
+        if dfa.table.size >= 2 ** 31:
+            states = states.astype(np.int64)
+        flat = states * dfa.n_classes
+        flat += classes
+        cur = dfa.table.ravel().take(flat)
+        if len(cur) and cur.min() < 0:  # rows not computed yet hold -1
             with self.lock:
-                self.dfa.expand_many(states[todo])
-            cur = self.dfa.table[states, classes]
+                dfa.expand_many(states[cur < 0])
+            cur = dfa.table.ravel().take(flat)
         return cur
 
     #: byte-trie nodes walked densely (by permissive states outside a lexical
@@ -140,13 +196,28 @@ class TokenIndex:
     #: every generation
     CLASS_TRIE_AFTER = 32
 
+    #: byte-trie nodes of the class trie's construction done per mask (about 1-2 ms),
+    #: so that building it never puts one long step into a generation
+    CLASS_TRIE_STEP_NODES = 40_000
+
+    def _build_class_trie(self, budget: int | None) -> None:
+        """Advance the class trie's construction by about ``budget`` nodes (None: finish)."""
+        if self._class_build is None:
+            self._class_build = ClassTrie.incremental(self.vocab, self.dfa.byte_class)
+        trie, steps = self._class_build
+        done = 0
+        for n in steps:
+            done += n
+            if budget is not None and done >= budget:
+                return
+        self._class_trie, self._class_rel, self._class_build = trie, _parent_relative(trie), None
+
     def _walk_structure(self):
         if self._class_trie is None and self._dense_nodes >= self.CLASS_TRIE_AFTER * self.vocab.num_nodes:
-            self._class_trie = ClassTrie(self.vocab, self.dfa.byte_class)
-            self._class_rel = _parent_relative(self._class_trie)
+            self._build_class_trie(self.CLASS_TRIE_STEP_NODES)
         if self._class_trie is not None:
             return self._class_trie, self._class_trie.node_cls, self._class_rel
-        return self.vocab, self.node_cls, self._byte_rel
+        return self.vocab, self._node_cls, self._byte_rel
 
     def _walk_trie(self, q: int):
         """All (token id, next state) pairs with a live next state from ``q``
@@ -196,7 +267,9 @@ class TokenIndex:
             if dense is not None:
                 if v is self.vocab:
                     self._dense_nodes += b - a
-                ps = dense[parent_rel[a:b]]
+                    if node_cls is None:
+                        node_cls = self.node_cls
+                ps = dense.take(parent_rel[a:b])
                 cur = self._lookup(ps, node_cls[a:b])  # int32 states, no widening pass
                 if not run:
                     d0 = d
@@ -230,7 +303,7 @@ class TokenIndex:
         cs = v.child_start[nodes]
         counts = v.child_end[nodes] - cs
         child = _spans(cs, counts)
-        nxt = self._lookup(np.repeat(states, counts), node_cls[child])
+        nxt = self._lookup(np.repeat(states, counts), self._classes(node_cls, child))
         keep = np.flatnonzero(nxt)  # DEAD is 0
         return child[keep], nxt[keep]
 
@@ -282,8 +355,9 @@ class TokenIndex:
         walk = RegionWalk.shared(self.vocab, by_byte)
         if walk is None:
             return None
-        v, node_cls = self.vocab, self.node_cls
-        exit_states = self.dfa.table[states[walk.exit_from], node_cls[walk.exit_nodes]].astype(np.int64)
+        v, node_cls = self.vocab, self._node_cls
+        exit_states = self.dfa.table[states[walk.exit_from],
+                                     self._classes(node_cls, walk.exit_nodes)].astype(np.int64)
         live = exit_states != DEAD
         more_ids, more_states = self._walk_from(v, node_cls, walk.exit_nodes[live], exit_states[live])
         return walk, states, more_ids, more_states
@@ -437,6 +511,8 @@ class TokenIndex:
         so generation will not compute any more.
         """
         self._dense_nodes = max(self._dense_nodes, self.CLASS_TRIE_AFTER * self.vocab.num_nodes)  # many walks ahead
+        if self._class_trie is None:
+            self._build_class_trie(None)
         for i, _ in enumerate(self._reachable(self.successors)):
             if (max_states is not None and i >= max_states) or (
                     deadline is not None and time.monotonic() >= deadline):

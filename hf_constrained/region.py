@@ -133,7 +133,10 @@ class RegionWalk:
         parent, node_byte = v.node_parent, v.node_byte
         for d in range(1, len(ds) - 1):
             a, b = int(ds[d]), int(ds[d + 1])
-            cur = flat[local[parent[a:b]] * 256 + node_byte[a:b]]
+            cur = local.take(parent[a:b])
+            cur *= 256
+            cur += node_byte[a:b]
+            cur = flat.take(cur)  # takes: about twice as fast as fancy indexing per level
             local[a:b] = cur
             if not (cur < k).any():
                 break
