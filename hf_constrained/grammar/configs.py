@@ -215,10 +215,70 @@ class ConfigAutomaton:
             cid = self.step(cid, b)
         return cid
 
+    # ---------------------------------------------------------------- disk cache
+    def export_states(self, cids) -> dict:
+        """Plain arrays describing configurations ``cids`` (for the disk cache: the
+        token-level states whose masks are stored), with the parser nodes and lexer
+        states they are made of. The byte-level configurations between them are not
+        stored: they are rebuilt, lazily and cheaply, when a token is walked."""
+        with self._lock:
+            cids = [int(c) for c in cids]
+            keys = [self._keys[c] for c in cids]
+            nodes = {n for k in keys for n in k[0]} | {self._slots[sl][0] for k in keys for sl, _ in k[1]}
+            out, pos = self.parser.export_nodes(nodes)
+            out.update({"lex_" + k: v for k, v in self.lexer.export_states().items()})
+            bounds = [sorted(pos[n] for n in k[0]) for k in keys]
+            threads = [sorted((pos[self._slots[sl][0]], *self._slots[sl][1:], s) for sl, s in k[1]) for k in keys]
+            out["gc_ids"] = np.array(cids, dtype=np.int64)
+            out["gc_boundary"] = np.array([x for b in bounds for x in b], dtype=np.int64)
+            out["gc_boundary_offsets"] = _offsets(bounds)
+            out["gc_threads"] = np.array([t for ts in threads for t in ts], dtype=np.int64).reshape(-1, 4)
+            out["gc_thread_offsets"] = _offsets(threads)
+            out["gc_strip"] = np.array([k[2] for k in keys], dtype=bool)
+            return out
+
+    def import_states(self, arrays: dict) -> np.ndarray:
+        """Add the configurations of :meth:`export_states` output (same grammars, any
+        process); returns the map from their ids (``gc_ids``) to ours (-1 where none).
+        Ids differ between processes (lazy discovery order), so nodes, lexer states and
+        configurations are matched by content. Raises ``ValueError`` for a foreign or
+        inconsistent file."""
+        with self._lock:
+            ids = arrays["gc_ids"].tolist()
+            b_off, t_off = arrays["gc_boundary_offsets"].tolist(), arrays["gc_thread_offsets"].tolist()
+            n = len(ids)
+            if len(b_off) != n + 1 or len(t_off) != n + 1 or len(arrays["gc_strip"]) != n or (
+                    n and min(ids) < 0) or self.num_states + n > self.max_configs:
+                raise ValueError("cached grammar configurations are malformed")
+            lex = {k[4:]: v for k, v in arrays.items() if k.startswith("lex_")}
+            n_lex = len(lex["dfa_offsets"]) - 1
+            bound, thr = arrays["gc_boundary"].tolist(), arrays["gc_threads"].tolist()
+            n_nodes, n_terms = len(arrays["gp_offsets"]) - 1, len(self.term_start)
+            if (any(not 0 <= x < n_nodes for x in bound)
+                    or any(not (0 <= nd < n_nodes and 0 <= t < n_terms and ig in (0, 1) and 0 <= s < n_lex)
+                           for nd, t, ig, s in thr)):
+                raise ValueError("cached grammar configurations are for other grammars")
+            nodes = self.parser.import_nodes(arrays)
+            lexmap = self.lexer.import_states(lex)
+            strip = arrays["gc_strip"].tolist()
+            mapping = np.full(max(ids, default=-1) + 1, -1, dtype=np.int64)
+            for i in range(n):
+                b = frozenset(nodes[bound[b_off[i]:b_off[i + 1]]].tolist())
+                ts = frozenset((self._slot(int(nodes[nd]), t, bool(ig)), int(lexmap[s]))
+                               for nd, t, ig, s in thr[t_off[i]:t_off[i + 1]])
+                mapping[ids[i]] = self._intern(b, ts, bool(strip[i]))
+            return mapping
+
     def describe(self, cid: int) -> dict:
         """The content of a configuration (for tests and debugging)."""
         boundary, threads, strip = self._keys[cid]
         return {"boundary": sorted(boundary), "threads": sorted(threads), "strip": strip}
+
+
+def _offsets(groups) -> np.ndarray:
+    out = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum([len(g) for g in groups], out=out[1:])
+    return out
 
 
 _MIX = np.random.default_rng(0x5EED).integers(1, 2 ** 62, size=4096, dtype=np.int64) | 1

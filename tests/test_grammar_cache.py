@@ -1,0 +1,148 @@
+"""Grammar states and read grammars in the disk cache: a second process (or a fresh
+processor) reuses them and produces the same masks as a constraint built from scratch."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hf_constrained import GrammarProcessor
+from hf_constrained import cache as disk
+from hf_constrained.grammar import constraint as gconstraint
+from hf_constrained.grammar.cfg import CFG, from_lark
+from hf_constrained.grammar.constraint import GrammarConstraint, load_grammar
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GRAMMAR = r"""
+?start: value
+?value: "null" | NUMBER | STRING | array | object
+array: "[" [value ("," value)*] "]"
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" value
+NUMBER: /-?(0|[1-9][0-9]*)/
+STRING: /"[a-z ]*"/
+%ignore " "
+"""
+TEXTS = ['{"a": [1, {"b": null}], "cd": "x y"}', '[[[-12, "q"]], {}]']
+
+# runs in a fresh process: prints where the states came from and the masks along TEXTS
+CHILD = r"""
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from hf_constrained import GrammarProcessor, offline
+tok = offline.local_tokenizer()
+proc = GrammarProcessor(sys.argv[2], tok, cache_dir=sys.argv[3])
+c = proc.constraint
+masks = []
+for text in json.loads(sys.argv[4]):
+    q = c.starts.copy()
+    for t in tok.encode(text, add_special_tokens=False):
+        masks.append(c.allowed_ids(int(q[0])).tolist())
+        q = c.advance(q, np.array([t]))
+    masks.append(c.allowed_ids(int(q[0])).tolist())
+proc.save_index()
+print(json.dumps({"source": proc.index_source, "configs": c.num_states, "masks": masks}))
+"""
+
+
+def masks_along(constraint, tok, texts):
+    out = []
+    for text in texts:
+        q = constraint.starts.copy()
+        for t in tok.encode(text, add_special_tokens=False):
+            out.append(constraint.allowed_ids(int(q[0])).tolist())
+            q = constraint.advance(q, np.array([t]))
+        out.append(constraint.allowed_ids(int(q[0])).tolist())
+    return out
+
+
+def run_child(tmp_path, texts):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    got = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), GRAMMAR, str(tmp_path), json.dumps(texts)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert got.returncode == 0, got.stderr[-2000:]
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_reuses_states_and_masks(tmp_path, local_tok):
+    reference = masks_along(GrammarConstraint(GRAMMAR, local_tok, cache_dir=False), local_tok, TEXTS)
+    first = run_child(tmp_path, TEXTS)
+    assert first["source"] == "built"
+    assert list(tmp_path.glob("index-*.npz")) and list(tmp_path.glob("grammar-*.npz"))
+    second = run_child(tmp_path, TEXTS)
+    assert second["source"] == "disk"
+    assert first["masks"] == second["masks"] == reference
+    # the byte-level configurations between token states are not stored: the second
+    # process rebuilt only those along the texts' tokens, not the vocabulary walks
+    assert second["configs"] < first["configs"]
+
+
+def test_fresh_processor_adopts_masks_without_walking(tmp_path, local_tok, monkeypatch):
+    proc = GrammarProcessor(GRAMMAR, local_tok, cache_dir=tmp_path)
+    reference = masks_along(proc.constraint, local_tok, TEXTS)
+    assert proc.save_index()
+    walked = []
+    from hf_constrained.index import TokenIndex
+    real = TokenIndex._compute_mask
+    monkeypatch.setattr(TokenIndex, "_compute_mask", lambda self, q: walked.append(q) or real(self, q))
+    again = GrammarProcessor(GRAMMAR, local_tok, cache_dir=tmp_path)
+    assert again.index_source == "disk"
+    assert masks_along(again.constraint, local_tok, TEXTS) == reference
+    assert walked == []  # every mask along the texts came from the file
+
+
+def test_foreign_or_corrupt_state_file_is_ignored(tmp_path, local_tok):
+    proc = GrammarProcessor(GRAMMAR, local_tok, cache_dir=tmp_path)
+    reference = masks_along(proc.constraint, local_tok, TEXTS)
+    proc.save_index()
+    path, key = proc._cache_path, proc._cache_key
+    arrays = disk.load(path, key)
+    arrays["gc_threads"] = arrays["gc_threads"] + 10 ** 6  # terminals/nodes out of range
+    assert disk.save(path, key, arrays)
+    fresh = GrammarProcessor(GRAMMAR, local_tok, cache_dir=tmp_path)
+    assert fresh.index_source == "built"
+    assert masks_along(fresh.constraint, local_tok, TEXTS) == reference
+    path.write_bytes(b"not a zip file")
+    assert GrammarProcessor(GRAMMAR, local_tok, cache_dir=tmp_path).index_source == "built"
+
+
+def test_cache_key_names_grammar_vocabulary_and_eos(local_tok):
+    a = GrammarConstraint(GRAMMAR, local_tok, cache_dir=False)
+    assert a.cache_key() == GrammarConstraint(GRAMMAR, local_tok, cache_dir=False).cache_key()
+    assert a.cache_key() != GrammarConstraint(GRAMMAR.replace('"null"', '"nil"'), local_tok,
+                                              cache_dir=False).cache_key()
+    assert a.cache_key() != GrammarConstraint(GRAMMAR, local_tok, cache_dir=False, eos_token_id=5).cache_key()
+    assert a.cache_key() != GrammarConstraint([GRAMMAR, 'start: "x"'], local_tok, cache_dir=False).cache_key()
+
+
+def test_read_grammar_comes_from_disk(tmp_path, monkeypatch):
+    text = 'start: "a" start | B\nB: /b+/\n%ignore " "'
+    cfg = load_grammar(text, cache_dir=tmp_path)
+    assert list(tmp_path.glob("grammar-*.npz"))
+    gconstraint._read.cache_clear()
+
+    def no_lark(*a, **k):
+        raise AssertionError("Lark was asked to read a cached grammar")
+    monkeypatch.setattr(gconstraint, "from_lark", no_lark)
+    again = load_grammar(text, cache_dir=tmp_path)
+    assert again == cfg and again is not cfg
+    gconstraint._read.cache_clear()
+
+
+def test_cfg_json_round_trip_and_bad_input():
+    g = from_lark(r'''
+?start: STRING | start "," start
+STRING: /"(?:[^"\\\ud800-\udfff]|\\.)*"/
+%ignore " "
+''')
+    assert CFG.from_json(g.to_json()) == g
+    assert g.digest() == CFG.from_json(g.to_json()).digest()
+    for bad in ("[]", '{"nonterminals": ["s"]}', json.dumps({**json.loads(g.to_json()), "start": 7})):
+        with pytest.raises(ValueError, match="not a serialised grammar"):
+            CFG.from_json(bad)
