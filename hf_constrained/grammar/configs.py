@@ -78,6 +78,7 @@ class ConfigAutomaton:
         self._slot_ids: dict = {}
         self._slots: list = []          # slot -> (node, terminal, is_ignore)
         self._merge: dict = {}
+        self._lanes: dict = {}          # parser node -> (slots, lexer start states)
         self._continues: dict = {}
         self._keys: list = []
         self._ids: dict = {}
@@ -134,6 +135,21 @@ class ConfigAutomaton:
             got = self._continues[s] = bool(self.lexer.table[s].any())
         return got
 
+    def _node_lanes(self, n: int) -> tuple:
+        """``(slots, lexer start states)`` of the lexemes that may start at parser node ``n``."""
+        got = self._lanes.get(n)
+        if got is None:
+            p = self.parser
+            slots, states = [], []
+            for t in p.expected(n):
+                slots.append(self._slot(n, t, False))
+                states.append(int(self.term_start[t]))
+            for t in p.ignore[p.grammar[n]]:
+                slots.append(self._slot(n, t, True))
+                states.append(int(self.term_start[t]))
+            got = self._lanes[n] = (slots, states)
+        return got
+
     def _merged(self, scans: frozenset) -> int:
         got = self._merge.get(scans)
         if got is None:
@@ -147,46 +163,40 @@ class ConfigAutomaton:
             if self.expanded[cid]:
                 return
             boundary, threads, strip = self._keys[cid]
-            p = self.parser
             slots, states = [], []
             for sl, s in threads:
                 slots.append(sl)
                 states.append(s)
             for n in boundary:
-                for t in p.expected(n):
-                    slots.append(self._slot(n, t, False))
-                    states.append(int(self.term_start[t]))
-                for t in p.ignore[p.grammar[n]]:
-                    slots.append(self._slot(n, t, True))
-                    states.append(int(self.term_start[t]))
+                ns, nst = self._node_lanes(n)
+                slots.extend(ns)
+                states.extend(nst)
             row = np.zeros(self.n_classes, dtype=np.int32)
             if states:
                 st = np.array(states, dtype=np.int64)
                 self.lexer.expand_many(st)
                 moves = self.lexer.table[st]                       # lanes x classes
                 cols, inv = _distinct_columns(moves)
-                acc = self.lexer.accepting
-                nxt = np.zeros(len(cols), dtype=np.int32)
-                for c, col in enumerate(cols):
-                    live = np.flatnonzero(col)
-                    if not len(live):
-                        continue
+                acc = self.lexer.accepting.tolist()
+                slot_of, goes_on, intern = self._slots, self._goes_on, self._intern
+                out = []
+                for col in cols.tolist():  # plain ints: no numpy scalar per lane
                     keep, scans, back = [], set(), set()
-                    for i in live.tolist():
-                        s2 = int(col[i])
-                        sl = slots[i]
+                    for sl, s2 in zip(slots, col):
+                        if not s2:
+                            continue
                         if acc[s2]:
-                            node, term, ign = self._slots[sl]
+                            node, term, ign = slot_of[sl]
                             if ign:
                                 back.add(node)
                             else:
                                 scans.add((node, term))
-                        if self._goes_on(s2):
+                        if goes_on(s2):
                             keep.append((sl, s2))
                     if scans:
                         back.add(self._merged(frozenset(scans)))
-                    nxt[c] = self._intern(frozenset(back), frozenset(keep), False)
-                row = nxt[np.asarray(inv).reshape(-1)]
+                    out.append(intern(frozenset(back), frozenset(keep), False) if back or keep else DEAD)
+                row = np.array(out, dtype=np.int32)[np.asarray(inv).reshape(-1)]
             if strip:  # decode() drops the text's first space: reading it changes nothing
                 row[self._space_class] = self._intern(boundary, threads, False)
             self.table[cid] = row
