@@ -146,3 +146,19 @@ STRING: /"(?:[^"\\\ud800-\udfff]|\\.)*"/
     for bad in ("[]", '{"nonterminals": ["s"]}', json.dumps({**json.loads(g.to_json()), "start": 7})):
         with pytest.raises(ValueError, match="not a serialised grammar"):
             CFG.from_json(bad)
+
+
+def test_recursive_json_grammar_route_uses_the_disk_cache(tmp_path, local_tok):
+    from hf_constrained import JSONProcessor
+    tree = {"type": "object", "properties": {"t": {"type": "string"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["t", "kids"], "additionalProperties": False}
+    doc = ['{"t": "a", "kids": [{"t": "b", "kids": [{"t": "c", "kids": []}]}]}']
+    first = JSONProcessor(tree, local_tok, max_recursion_depth=None, cache_dir=tmp_path)
+    assert first.index_source == "built"
+    reference = masks_along(first.constraint, local_tok, doc)
+    assert first.save_index()
+    again = JSONProcessor(tree, local_tok, max_recursion_depth=None, cache_dir=tmp_path)
+    assert again.index_source == "disk"
+    assert masks_along(again.constraint, local_tok, doc) == reference
+    off = JSONProcessor(tree, local_tok, max_recursion_depth=None, cache_dir=False)
+    assert off.index_source == "built" and masks_along(off.constraint, local_tok, doc) == reference
