@@ -162,3 +162,23 @@ def test_recursive_json_grammar_route_uses_the_disk_cache(tmp_path, local_tok):
     assert masks_along(again.constraint, local_tok, doc) == reference
     off = JSONProcessor(tree, local_tok, max_recursion_depth=None, cache_dir=False)
     assert off.index_source == "built" and masks_along(off.constraint, local_tok, doc) == reference
+
+
+def test_precompute_finite_and_bounded(local_tok, monkeypatch):
+    from hf_constrained.index import TokenIndex
+    finite = GrammarProcessor('start: ("yes" | "no" | "maybe") ("!" | ".")?', local_tok, cache_dir=False)
+    assert finite.precompute() is True
+    computed = finite.constraint.index.num_computed
+    walked = []
+    real = TokenIndex._compute_mask
+    monkeypatch.setattr(TokenIndex, "_compute_mask", lambda self, q: walked.append(q) or real(self, q))
+    for text in ["yes!", "no.", "maybe", "ma"]:
+        masks_along(finite.constraint, local_tok, [text])
+    assert walked == [] and finite.constraint.index.num_computed == computed
+    monkeypatch.undo()
+    recursive = GrammarProcessor('start: "(" start ")" | "x"', local_tok, cache_dir=False)
+    assert recursive.precompute(max_states=15) is False
+    assert recursive.constraint.index.num_computed >= 15
+    # precomputed masks are the lazily computed ones
+    lazy = GrammarConstraint('start: "(" start ")" | "x"', local_tok, cache_dir=False)
+    assert masks_along(recursive.constraint, local_tok, ["((x))"]) == masks_along(lazy, local_tok, ["((x))"])

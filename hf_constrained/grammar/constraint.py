@@ -26,6 +26,7 @@ iff the configuration is a sentence.
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 
 import numpy as np
@@ -191,6 +192,14 @@ class GrammarConstraint(Constraint):
     @property
     def num_states(self) -> int:
         return self.automaton.num_states
+
+    def precompute(self, max_states: int | None = 1_000, max_seconds: float | None = None) -> bool:
+        """Masks of the reachable configurations now, breadth-first over tokens from the
+        starts; True when every reachable one has its mask (a grammar with recursion
+        reaches infinitely many, so this stops after ``max_states`` masks or ``max_seconds``)."""
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        with self.automaton._lock:
+            return self.index.precompute(max_states=max_states, deadline=deadline)
 
     # ---------------------------------------------------------------- disk cache
     def cache_key(self):

@@ -61,3 +61,22 @@ class GrammarProcessor(ConstrainedProcessor):
 
     grammars = property(lambda self: self.constraint.grammars)
     vocab = property(lambda self: self.constraint.vocab)
+
+    def precompute(self, max_states: int | None = 1_000, max_seconds: float | None = None) -> bool:
+        """Compute masks of the configurations generation can reach now (breadth-first over
+        tokens), instead of the first time each is visited, and store them in the disk cache.
+
+        A grammar with recursion reaches infinitely many configurations, so this stops after
+        ``max_states`` masks (default 1000) or ``max_seconds``; it returns True only when every
+        reachable configuration has its mask (a grammar whose language is finite, say).
+
+        >>> from hf_constrained import offline
+        >>> tok = offline.local_tokenizer()
+        >>> GrammarProcessor('start: ("yes" | "no") "!"?', tok, cache_dir=False).precompute()
+        True
+        >>> GrammarProcessor('start: "(" start ")" | "x"', tok, cache_dir=False).precompute(max_states=20)
+        False
+        """
+        complete = self.constraint.precompute(max_states=max_states, max_seconds=max_seconds)
+        self.save_index()
+        return complete
