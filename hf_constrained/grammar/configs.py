@@ -124,7 +124,8 @@ class ConfigAutomaton:
             self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
         self._keys.append(key)
         self._ids[key] = cid
-        self.accepting[cid] = any(self.parser.accepting(n) for n in boundary)
+        acc = self.parser._accept
+        self.accepting[cid] = any([acc[n] for n in boundary]) if boundary else False
         return cid
 
     def _goes_on(self, s: int) -> bool:
@@ -177,25 +178,36 @@ class ConfigAutomaton:
                 self.lexer.expand_many(st)
                 moves = self.lexer.table[st]                       # lanes x classes
                 cols, inv = _distinct_columns(moves)
-                acc = self.lexer.accepting.tolist()
-                slot_of, goes_on, intern = self._slots, self._goes_on, self._intern
-                out = []
-                for col in cols.tolist():  # plain ints: no numpy scalar per lane
-                    keep, scans, back = [], set(), set()
-                    for sl, s2 in zip(slots, col):
-                        if not s2:
-                            continue
-                        if acc[s2]:
-                            node, term, ign = slot_of[sl]
-                            if ign:
-                                back.add(node)
-                            else:
-                                scans.add((node, term))
-                        if goes_on(s2):
-                            keep.append((sl, s2))
+                # only the live (column, lane) pairs are visited, in column order
+                ci, li = np.nonzero(cols)
+                vals = cols[ci, li]
+                uv, uinv = np.unique(vals, return_inverse=True)
+                goes = np.array([self._goes_on(v) for v in uv.tolist()], dtype=bool)[uinv.reshape(-1)]
+                acc = self.lexer.accepting[vals]
+                slot_of, intern = self._slots, self._intern
+                out = [DEAD] * len(cols)
+                pairs = zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist())
+                cur, keep, scans, back = -1, [], set(), set()
+                for c, i, s2, a, g in pairs:
+                    if c != cur:
+                        if cur >= 0:
+                            if scans:
+                                back.add(self._merged(frozenset(scans)))
+                            out[cur] = intern(frozenset(back), frozenset(keep), False)
+                        cur, keep, scans, back = c, [], set(), set()
+                    sl = slots[i]
+                    if a:
+                        node, term, ign = slot_of[sl]
+                        if ign:
+                            back.add(node)
+                        else:
+                            scans.add((node, term))
+                    if g:
+                        keep.append((sl, s2))
+                if cur >= 0:
                     if scans:
                         back.add(self._merged(frozenset(scans)))
-                    out.append(intern(frozenset(back), frozenset(keep), False) if back or keep else DEAD)
+                    out[cur] = intern(frozenset(back), frozenset(keep), False)
                 row = np.array(out, dtype=np.int32)[np.asarray(inv).reshape(-1)]
             if strip:  # decode() drops the text's first space: reading it changes nothing
                 row[self._space_class] = self._intern(boundary, threads, False)
