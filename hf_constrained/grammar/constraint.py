@@ -72,10 +72,22 @@ def load_grammar(text, syntax: str = "lark", start: str = "start", cache_dir=Non
 GRAMMAR_CACHE_VERSION = 1
 
 
+@functools.lru_cache(maxsize=1)
+def _lark_version() -> str:
+    """lark's version without importing lark (40 ms): a cached grammar needs no Lark at all."""
+    import sys
+    if "lark" in sys.modules:
+        return sys.modules["lark"].__version__
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("lark")
+    except PackageNotFoundError:  # pragma: no cover - from_lark then says how to install it
+        return "none"
+
+
 @functools.lru_cache(maxsize=64)
 def _read(text: str, syntax: str, start: str, folder) -> CFG:
-    import lark
-    key = disk.digest("grammar-text", GRAMMAR_CACHE_VERSION, lark.__version__, syntax, start, text)
+    key = disk.digest("grammar-text", GRAMMAR_CACHE_VERSION, _lark_version(), syntax, start, text)
     path = Path(folder) / f"grammar-{key[:40]}.npz" if folder is not None else None
     if path is not None:
         arrays = disk.load(path, key)
