@@ -189,17 +189,30 @@ class GrammarConstraint(Constraint):
         out[live] = self.automaton.accepting[states[live]]
         return out
 
+    def _ensure(self, state: int) -> int:
+        """Create ``state``'s mask under the automaton's lock (so that :meth:`export_state`,
+        run after a generate() call, never sees the table of masks change); a mask that
+        exists is read without it."""
+        state = int(state)
+        if state not in self.index._bits:
+            with self.automaton._lock:
+                self.index.bits(state)
+        return state
+
     def allowed_ids(self, state: int) -> np.ndarray:
-        return self.index.allowed(int(state))
+        return self.index.allowed(self._ensure(state))
 
     def allowed_mask(self, state: int, width: int) -> np.ndarray:
-        return self.index.allowed_mask(int(state), width)
+        return self.index.allowed_mask(self._ensure(state), width)
 
     def banned_bits(self, state: int, width: int) -> np.ndarray:
-        return ~self.index.mask_bytes(int(state), width) if width % 8 == 0 else super().banned_bits(state, width)
+        if width % 8:
+            return super().banned_bits(state, width)
+        return ~self.index.mask_bytes(self._ensure(state), width)
 
     def successors(self, state: int) -> np.ndarray:
-        return self.index.successors(int(state))
+        with self.automaton._lock:
+            return self.index.successors(int(state))
 
     @property
     def num_states(self) -> int:
