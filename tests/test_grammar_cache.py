@@ -233,3 +233,16 @@ def test_export_while_other_threads_create_states(local_tok):
     mapping = other.automaton.import_states(arrays)
     for s, bits in list(zip(arrays["idx_states"].tolist(), arrays["idx_bits"]))[:25]:
         assert np.array_equal(other.index._compute_mask(int(mapping[s]))[0], bits)
+
+
+def test_file_beyond_this_engines_limits_is_ignored(local_tok):
+    big = GrammarConstraint(GRAMMAR, local_tok, cache_dir=False)
+    masks_along(big, local_tok, TEXTS)
+    arrays = big.export_state()
+    n = len(arrays["gc_ids"])
+    for limits in ({"max_configs": n - 1}, {"max_nodes": 2}):
+        small = GrammarConstraint(GRAMMAR, local_tok, cache_dir=False, warm=False, **limits)
+        assert small.import_state(arrays) is False   # refused, never an exception
+    ok = GrammarConstraint(GRAMMAR, local_tok, cache_dir=False, warm=False)
+    assert ok.import_state(arrays) is True
+    assert masks_along(ok, local_tok, TEXTS) == masks_along(big, local_tok, TEXTS)

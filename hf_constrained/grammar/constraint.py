@@ -38,7 +38,7 @@ from ..index import TokenIndex
 from ..vocabulary import Vocabulary
 from .cfg import CFG, GrammarError, from_lark
 from .configs import DEFAULT_MAX_CONFIGS, DEFAULT_MAX_THREADS, ConfigAutomaton
-from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES
+from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError
 from .gbnf import gbnf_to_lark
 
 SYNTAXES = ("lark", "gbnf")
@@ -247,8 +247,10 @@ class GrammarConstraint(Constraint):
                 if (mapping[arrays["idx_states"]] <= 0).any():
                     raise ValueError("a cached mask belongs to no cached configuration")
                 self.index.import_masks(arrays, mapping)
-            except (ValueError, KeyError, IndexError):
-                return False  # foreign or inconsistent file: ignore it, it gets rewritten
+            except (ValueError, KeyError, IndexError, GrammarLimitError):
+                # foreign or inconsistent file, or more than this engine's limits allow: ignore
+                # it (what was adopted is valid content), it gets rewritten
+                return False
         return True
 
     # ---------------------------------------------------------------- helpers
