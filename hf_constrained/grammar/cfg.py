@@ -22,6 +22,8 @@ rules derive; lazy quantifiers therefore read like greedy ones.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -83,6 +85,38 @@ class CFG:
                 "back to itself or to another unproductive rule); add a non-recursive alternative"
                 + (f" (also: {', '.join(map(repr, bad[1:5]))})" if len(bad) > 1 else ""))
         return self
+
+    def to_json(self) -> str:
+        """The grammar as JSON text (for the disk cache; :meth:`from_json` reads it back).
+
+        >>> g = from_lark('start: "a" start | "b"')
+        >>> CFG.from_json(g.to_json()) == g
+        True
+        """
+        return json.dumps({"nonterminals": self.nonterminals, "terminals": self.terminals,
+                           "patterns": self.patterns, "rules": [[lhs, list(rhs)] for lhs, rhs in self.rules],
+                           "start": self.start, "ignore": self.ignore})  # ASCII: lone surrogates survive
+
+    @classmethod
+    def from_json(cls, text: str) -> "CFG":
+        """Read :meth:`to_json` output; raises ``ValueError`` for anything else."""
+        try:
+            d = json.loads(text)
+            nts, terms, pats = list(map(str, d["nonterminals"])), list(map(str, d["terminals"])), list(
+                map(str, d["patterns"]))
+            rules = [(int(lhs), tuple(int(x) for x in rhs)) for lhs, rhs in d["rules"]]
+            start, ignore = int(d["start"]), [int(t) for t in d["ignore"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a serialised grammar: {e}") from e
+        if len(terms) != len(pats) or not 0 <= start < len(nts) or any(
+                not 0 <= lhs < len(nts) or any(not -len(terms) <= x < len(nts) for x in rhs) for lhs, rhs in rules
+        ) or any(not 0 <= t < len(terms) for t in ignore):
+            raise ValueError("not a serialised grammar: ids out of range")
+        return cls(nts, terms, pats, rules, start, ignore)
+
+    def digest(self) -> str:
+        """A stable hex digest of the grammar's content (part of disk-cache keys)."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def reachable(self) -> list:
         seen, stack = {self.start}, [self.start]

@@ -78,6 +78,7 @@ class ConfigAutomaton:
         self._slot_ids: dict = {}
         self._slots: list = []          # slot -> (node, terminal, is_ignore)
         self._merge: dict = {}
+        self._lanes: dict = {}          # parser node -> (slots, lexer start states)
         self._continues: dict = {}
         self._keys: list = []
         self._ids: dict = {}
@@ -123,7 +124,8 @@ class ConfigAutomaton:
             self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
         self._keys.append(key)
         self._ids[key] = cid
-        self.accepting[cid] = any(self.parser.accepting(n) for n in boundary)
+        acc = self.parser._accept
+        self.accepting[cid] = any([acc[n] for n in boundary]) if boundary else False
         return cid
 
     def _goes_on(self, s: int) -> bool:
@@ -132,6 +134,21 @@ class ConfigAutomaton:
         if got is None:
             self.lexer.expand(s)
             got = self._continues[s] = bool(self.lexer.table[s].any())
+        return got
+
+    def _node_lanes(self, n: int) -> tuple:
+        """``(slots, lexer start states)`` of the lexemes that may start at parser node ``n``."""
+        got = self._lanes.get(n)
+        if got is None:
+            p = self.parser
+            slots, states = [], []
+            for t in p.expected(n):
+                slots.append(self._slot(n, t, False))
+                states.append(int(self.term_start[t]))
+            for t in p.ignore[p.grammar[n]]:
+                slots.append(self._slot(n, t, True))
+                states.append(int(self.term_start[t]))
+            got = self._lanes[n] = (slots, states)
         return got
 
     def _merged(self, scans: frozenset) -> int:
@@ -147,46 +164,51 @@ class ConfigAutomaton:
             if self.expanded[cid]:
                 return
             boundary, threads, strip = self._keys[cid]
-            p = self.parser
             slots, states = [], []
             for sl, s in threads:
                 slots.append(sl)
                 states.append(s)
             for n in boundary:
-                for t in p.expected(n):
-                    slots.append(self._slot(n, t, False))
-                    states.append(int(self.term_start[t]))
-                for t in p.ignore[p.grammar[n]]:
-                    slots.append(self._slot(n, t, True))
-                    states.append(int(self.term_start[t]))
+                ns, nst = self._node_lanes(n)
+                slots.extend(ns)
+                states.extend(nst)
             row = np.zeros(self.n_classes, dtype=np.int32)
             if states:
                 st = np.array(states, dtype=np.int64)
                 self.lexer.expand_many(st)
                 moves = self.lexer.table[st]                       # lanes x classes
                 cols, inv = _distinct_columns(moves)
-                acc = self.lexer.accepting
-                nxt = np.zeros(len(cols), dtype=np.int32)
-                for c, col in enumerate(cols):
-                    live = np.flatnonzero(col)
-                    if not len(live):
-                        continue
-                    keep, scans, back = [], set(), set()
-                    for i in live.tolist():
-                        s2 = int(col[i])
-                        sl = slots[i]
-                        if acc[s2]:
-                            node, term, ign = self._slots[sl]
-                            if ign:
-                                back.add(node)
-                            else:
-                                scans.add((node, term))
-                        if self._goes_on(s2):
-                            keep.append((sl, s2))
+                # only the live (column, lane) pairs are visited, in column order
+                ci, li = np.nonzero(cols)
+                vals = cols[ci, li]
+                uv, uinv = np.unique(vals, return_inverse=True)
+                goes = np.array([self._goes_on(v) for v in uv.tolist()], dtype=bool)[uinv.reshape(-1)]
+                acc = self.lexer.accepting[vals]
+                slot_of, intern = self._slots, self._intern
+                out = [DEAD] * len(cols)
+                pairs = zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist())
+                cur, keep, scans, back = -1, [], set(), set()
+                for c, i, s2, a, g in pairs:
+                    if c != cur:
+                        if cur >= 0:
+                            if scans:
+                                back.add(self._merged(frozenset(scans)))
+                            out[cur] = intern(frozenset(back), frozenset(keep), False)
+                        cur, keep, scans, back = c, [], set(), set()
+                    sl = slots[i]
+                    if a:
+                        node, term, ign = slot_of[sl]
+                        if ign:
+                            back.add(node)
+                        else:
+                            scans.add((node, term))
+                    if g:
+                        keep.append((sl, s2))
+                if cur >= 0:
                     if scans:
                         back.add(self._merged(frozenset(scans)))
-                    nxt[c] = self._intern(frozenset(back), frozenset(keep), False)
-                row = nxt[np.asarray(inv).reshape(-1)]
+                    out[cur] = intern(frozenset(back), frozenset(keep), False)
+                row = np.array(out, dtype=np.int32)[np.asarray(inv).reshape(-1)]
             if strip:  # decode() drops the text's first space: reading it changes nothing
                 row[self._space_class] = self._intern(boundary, threads, False)
             self.table[cid] = row
@@ -215,10 +237,70 @@ class ConfigAutomaton:
             cid = self.step(cid, b)
         return cid
 
+    # ---------------------------------------------------------------- disk cache
+    def export_states(self, cids) -> dict:
+        """Plain arrays describing configurations ``cids`` (for the disk cache: the
+        token-level states whose masks are stored), with the parser nodes and lexer
+        states they are made of. The byte-level configurations between them are not
+        stored: they are rebuilt, lazily and cheaply, when a token is walked."""
+        with self._lock:
+            cids = [int(c) for c in cids]
+            keys = [self._keys[c] for c in cids]
+            nodes = {n for k in keys for n in k[0]} | {self._slots[sl][0] for k in keys for sl, _ in k[1]}
+            out, pos = self.parser.export_nodes(nodes)
+            out.update({"lex_" + k: v for k, v in self.lexer.export_states().items()})
+            bounds = [sorted(pos[n] for n in k[0]) for k in keys]
+            threads = [sorted((pos[self._slots[sl][0]], *self._slots[sl][1:], s) for sl, s in k[1]) for k in keys]
+            out["gc_ids"] = np.array(cids, dtype=np.int64)
+            out["gc_boundary"] = np.array([x for b in bounds for x in b], dtype=np.int64)
+            out["gc_boundary_offsets"] = _offsets(bounds)
+            out["gc_threads"] = np.array([t for ts in threads for t in ts], dtype=np.int64).reshape(-1, 4)
+            out["gc_thread_offsets"] = _offsets(threads)
+            out["gc_strip"] = np.array([k[2] for k in keys], dtype=bool)
+            return out
+
+    def import_states(self, arrays: dict) -> np.ndarray:
+        """Add the configurations of :meth:`export_states` output (same grammars, any
+        process); returns the map from their ids (``gc_ids``) to ours (-1 where none).
+        Ids differ between processes (lazy discovery order), so nodes, lexer states and
+        configurations are matched by content. Raises ``ValueError`` for a foreign or
+        inconsistent file."""
+        with self._lock:
+            ids = arrays["gc_ids"].tolist()
+            b_off, t_off = arrays["gc_boundary_offsets"].tolist(), arrays["gc_thread_offsets"].tolist()
+            n = len(ids)
+            if len(b_off) != n + 1 or len(t_off) != n + 1 or len(arrays["gc_strip"]) != n or (
+                    n and min(ids) < 0) or self.num_states + n > self.max_configs:
+                raise ValueError("cached grammar configurations are malformed")
+            lex = {k[4:]: v for k, v in arrays.items() if k.startswith("lex_")}
+            n_lex = len(lex["dfa_offsets"]) - 1
+            bound, thr = arrays["gc_boundary"].tolist(), arrays["gc_threads"].tolist()
+            n_nodes, n_terms = len(arrays["gp_offsets"]) - 1, len(self.term_start)
+            if (any(not 0 <= x < n_nodes for x in bound)
+                    or any(not (0 <= nd < n_nodes and 0 <= t < n_terms and ig in (0, 1) and 0 <= s < n_lex)
+                           for nd, t, ig, s in thr)):
+                raise ValueError("cached grammar configurations are for other grammars")
+            nodes = self.parser.import_nodes(arrays)
+            lexmap = self.lexer.import_states(lex)
+            strip = arrays["gc_strip"].tolist()
+            mapping = np.full(max(ids, default=-1) + 1, -1, dtype=np.int64)
+            for i in range(n):
+                b = frozenset(nodes[bound[b_off[i]:b_off[i + 1]]].tolist())
+                ts = frozenset((self._slot(int(nodes[nd]), t, bool(ig)), int(lexmap[s]))
+                               for nd, t, ig, s in thr[t_off[i]:t_off[i + 1]])
+                mapping[ids[i]] = self._intern(b, ts, bool(strip[i]))
+            return mapping
+
     def describe(self, cid: int) -> dict:
         """The content of a configuration (for tests and debugging)."""
         boundary, threads, strip = self._keys[cid]
         return {"boundary": sorted(boundary), "threads": sorted(threads), "strip": strip}
+
+
+def _offsets(groups) -> np.ndarray:
+    out = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum([len(g) for g in groups], out=out[1:])
+    return out
 
 
 _MIX = np.random.default_rng(0x5EED).integers(1, 2 ** 62, size=4096, dtype=np.int64) | 1

@@ -26,26 +26,31 @@ iff the configuration is a sentence.
 from __future__ import annotations
 
 import functools
+import time
+from pathlib import Path
 
 import numpy as np
 
+from .. import cache as disk
 from ..constraint import Constraint
 from ..errors import UnsupportedTokenizerError
 from ..index import TokenIndex
 from ..vocabulary import Vocabulary
-from .cfg import CFG, from_lark
+from .cfg import CFG, GrammarError, from_lark
 from .configs import DEFAULT_MAX_CONFIGS, DEFAULT_MAX_THREADS, ConfigAutomaton
-from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES
+from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError
 from .gbnf import gbnf_to_lark
 
 SYNTAXES = ("lark", "gbnf")
 
 
-def load_grammar(text, syntax: str = "lark", start: str = "start") -> CFG:
+def load_grammar(text, syntax: str = "lark", start: str = "start", cache_dir=None) -> CFG:
     """Grammar text (Lark or GBNF) -> checked :class:`CFG`; a CFG passes through.
 
-    Read grammars are kept per process (a CFG is never modified), so a second
-    processor for the same text skips Lark's parsing of it.
+    Read grammars are kept per process (a CFG is never modified) and, by a digest
+    of the text, in the disk cache (``cache_dir``: see
+    :func:`hf_constrained.cache.resolve_cache_dir`), so a second processor, or a
+    second process, for the same text skips Lark's reading of it.
 
     >>> load_grammar('root ::= "a"+', syntax="gbnf").nonterminals[0]
     'start'
@@ -58,14 +63,43 @@ def load_grammar(text, syntax: str = "lark", start: str = "start") -> CFG:
         raise ValueError(f"syntax must be one of {SYNTAXES}, not {syntax!r}")
     if not isinstance(text, str):
         raise TypeError(f"a grammar must be {syntax} text (a str), not {type(text).__name__}")
-    return _read(text, syntax, start)
+    folder = disk.resolve_cache_dir(cache_dir)
+    return _read(text, syntax, start, str(folder) if folder is not None else None)
+
+
+#: mixed into the disk-cache keys of read grammars and grammar states: bump it when
+#: what they store changes meaning
+GRAMMAR_CACHE_VERSION = 1
+
+
+@functools.lru_cache(maxsize=1)
+def _lark_version() -> str:
+    """lark's version without importing lark (40 ms): a cached grammar needs no Lark at all."""
+    import sys
+    if "lark" in sys.modules:
+        return sys.modules["lark"].__version__
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("lark")
+    except PackageNotFoundError:  # pragma: no cover - from_lark then says how to install it
+        return "none"
 
 
 @functools.lru_cache(maxsize=64)
-def _read(text: str, syntax: str, start: str) -> CFG:
-    if syntax == "gbnf":
-        return from_lark(gbnf_to_lark(text), start="start")
-    return from_lark(text, start=start)
+def _read(text: str, syntax: str, start: str, folder) -> CFG:
+    key = disk.digest("grammar-text", GRAMMAR_CACHE_VERSION, _lark_version(), syntax, start, text)
+    path = Path(folder) / f"grammar-{key[:40]}.npz" if folder is not None else None
+    if path is not None:
+        arrays = disk.load(path, key)
+        if arrays is not None:
+            try:
+                return CFG.from_json(bytes(arrays["cfg"]).decode()).check()
+            except (KeyError, ValueError, GrammarError):
+                pass  # foreign or corrupt: read again and rewrite
+    cfg = from_lark(gbnf_to_lark(text), start="start") if syntax == "gbnf" else from_lark(text, start=start)
+    if path is not None:
+        disk.save(path, key, {"cfg": np.frombuffer(cfg.to_json().encode(), dtype=np.uint8)})
+    return cfg
 
 
 def grammar_list(grammar_or_grammars) -> tuple:
@@ -99,7 +133,7 @@ class GrammarConstraint(Constraint):
     def __init__(self, grammar_or_grammars, tokenizer_or_vocab, *, syntax: str = "lark", start: str = "start",
                  eos_token_id=None, pad_token_id=None, max_configs: int = DEFAULT_MAX_CONFIGS,
                  max_threads: int = DEFAULT_MAX_THREADS, max_items: int = DEFAULT_MAX_ITEMS,
-                 max_nodes: int = DEFAULT_MAX_NODES, cache_dir=None):
+                 max_nodes: int = DEFAULT_MAX_NODES, cache_dir=None, warm: bool = True):
         texts, self.per_prompt = grammar_list(grammar_or_grammars)
         if isinstance(tokenizer_or_vocab, Vocabulary):
             vocab = tokenizer_or_vocab
@@ -121,7 +155,7 @@ class GrammarConstraint(Constraint):
         for t in texts:
             k = id(t) if isinstance(t, CFG) else t
             if k not in by_key:
-                by_key[k] = load_grammar(t, syntax, start)
+                by_key[k] = load_grammar(t, syntax, start, cache_dir=cache_dir)
         self.grammars = [by_key[k] for k in distinct]
         self.automaton = ConfigAutomaton(self.grammars, strip_leading_space=vocab.strip_leading_space,
                                          max_configs=max_configs, max_threads=max_threads,
@@ -133,7 +167,12 @@ class GrammarConstraint(Constraint):
         self.eos_token_ids = self.index.eos_ids
         self.pad_token_id = pad_token_id
         self.vocab_size = vocab.size
-        for s in set(self.starts.tolist()):  # first masks now: limits fail at construction
+        if warm:
+            self.warm()
+
+    def warm(self) -> None:
+        """Compute the start states' masks (limits fail here: at construction)."""
+        for s in set(self.starts.tolist()):
             self.index.allowed(s)
 
     # ---------------------------------------------------------------- Constraint
@@ -150,21 +189,69 @@ class GrammarConstraint(Constraint):
         out[live] = self.automaton.accepting[states[live]]
         return out
 
+    def _ensure(self, state: int) -> int:
+        """Create ``state``'s mask under the automaton's lock (so that :meth:`export_state`,
+        run after a generate() call, never sees the table of masks change); a mask that
+        exists is read without it."""
+        state = int(state)
+        if state not in self.index._bits:
+            with self.automaton._lock:
+                self.index.bits(state)
+        return state
+
     def allowed_ids(self, state: int) -> np.ndarray:
-        return self.index.allowed(int(state))
+        return self.index.allowed(self._ensure(state))
 
     def allowed_mask(self, state: int, width: int) -> np.ndarray:
-        return self.index.allowed_mask(int(state), width)
+        return self.index.allowed_mask(self._ensure(state), width)
 
     def banned_bits(self, state: int, width: int) -> np.ndarray:
-        return ~self.index.mask_bytes(int(state), width) if width % 8 == 0 else super().banned_bits(state, width)
+        if width % 8:
+            return super().banned_bits(state, width)
+        return ~self.index.mask_bytes(self._ensure(state), width)
 
     def successors(self, state: int) -> np.ndarray:
-        return self.index.successors(int(state))
+        with self.automaton._lock:
+            return self.index.successors(int(state))
 
     @property
     def num_states(self) -> int:
         return self.automaton.num_states
+
+    def precompute(self, max_states: int | None = 1_000, max_seconds: float | None = None) -> bool:
+        """Masks of the reachable configurations now, breadth-first over tokens from the
+        starts; True when every reachable one has its mask (a grammar with recursion
+        reaches infinitely many, so this stops after ``max_states`` masks or ``max_seconds``)."""
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        with self.automaton._lock:
+            return self.index.precompute(max_states=max_states, deadline=deadline)
+
+    # ---------------------------------------------------------------- disk cache
+    def cache_key(self):
+        return disk.digest("grammar-states", GRAMMAR_CACHE_VERSION, self.vocab.fingerprint,
+                           [g.digest() for g in self.grammars], self.eos_token_ids.tolist(),
+                           self.pad_token_id, bool(self.vocab.strip_leading_space))
+
+    def cache_revision(self):
+        return (self.automaton.num_states, self.index.num_computed)
+
+    def export_state(self) -> dict:
+        with self.automaton._lock:
+            masks = self.index.export_masks()
+            return {**self.automaton.export_states(masks["idx_states"]), **masks}
+
+    def import_state(self, arrays: dict) -> bool:
+        with self.automaton._lock:
+            try:
+                mapping = self.automaton.import_states(arrays)
+                if (mapping[arrays["idx_states"]] <= 0).any():
+                    raise ValueError("a cached mask belongs to no cached configuration")
+                self.index.import_masks(arrays, mapping)
+            except (ValueError, KeyError, IndexError, GrammarLimitError):
+                # foreign or inconsistent file, or more than this engine's limits allow: ignore
+                # it (what was adopted is valid content), it gets rewritten
+                return False
+        return True
 
     # ---------------------------------------------------------------- helpers
     def state_of_text(self, text, grammar_index: int = 0) -> int:

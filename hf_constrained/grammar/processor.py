@@ -24,8 +24,10 @@ class GrammarProcessor(ConstrainedProcessor):
             lexemes in progress per configuration, Earley items per parser node and parser
             nodes (``GrammarLimitError`` past one, never an out-of-memory).
         mask_layout: see :class:`~hf_constrained.processor.ConstrainedProcessor`.
-        cache_dir: disk cache of the tokenizer's vocabulary (None: ``HF_CONSTRAINED_CACHE`` or the
-            default; False: off). Grammar configurations are built lazily in memory, not stored.
+        cache_dir: disk cache (None: ``HF_CONSTRAINED_CACHE`` or the default; False: off) of the
+            tokenizer's vocabulary, of the read grammar (by a digest of its text) and of the
+            configurations and masks built so far (merged in after each ``generate()`` call), so a
+            fresh processor or another process starts where this one left off.
 
     Every row that emitted EOS decodes to a sentence of its grammar; a row cut off
     by ``max_new_tokens`` is a prefix of one. All generation modes are supported
@@ -53,8 +55,28 @@ class GrammarProcessor(ConstrainedProcessor):
         constraint = GrammarConstraint(grammar_or_grammars, tokenizer, syntax=syntax, start=start,
                                        eos_token_id=eos_token_id, max_configs=max_configs,
                                        max_threads=max_threads, max_items=max_items, max_nodes=max_nodes,
-                                       cache_dir=disk.resolve_cache_dir(cache_dir) or False)
-        super().__init__(constraint, tokenizer, mask_layout=mask_layout, per_prompt=per_prompt, cache_dir=False)
+                                       cache_dir=disk.resolve_cache_dir(cache_dir) or False, warm=False)
+        super().__init__(constraint, tokenizer, mask_layout=mask_layout, per_prompt=per_prompt,
+                         cache_dir=cache_dir)
 
     grammars = property(lambda self: self.constraint.grammars)
     vocab = property(lambda self: self.constraint.vocab)
+
+    def precompute(self, max_states: int | None = 1_000, max_seconds: float | None = None) -> bool:
+        """Compute masks of the configurations generation can reach now (breadth-first over
+        tokens), instead of the first time each is visited, and store them in the disk cache.
+
+        A grammar with recursion reaches infinitely many configurations, so this stops after
+        ``max_states`` masks (default 1000) or ``max_seconds``; it returns True only when every
+        reachable configuration has its mask (a grammar whose language is finite, say).
+
+        >>> from hf_constrained import offline
+        >>> tok = offline.local_tokenizer()
+        >>> GrammarProcessor('start: ("yes" | "no") "!"?', tok, cache_dir=False).precompute()
+        True
+        >>> GrammarProcessor('start: "(" start ")" | "x"', tok, cache_dir=False).precompute(max_states=20)
+        False
+        """
+        complete = self.constraint.precompute(max_states=max_states, max_seconds=max_seconds)
+        self.save_index()
+        return complete

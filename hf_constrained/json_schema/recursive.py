@@ -369,8 +369,9 @@ def _init_grammar_route(proc, schemas: list, per_prompt: bool, tokenizer, whites
     cache_dir = disk.resolve_cache_dir(opts.pop("cache_dir", None)) or False
     grammars = [rules_to_cfg(r) for r in converted]
     constraint = GrammarConstraint(grammars if per_prompt else grammars[0], tokenizer,
-                                   cache_dir=cache_dir, **opts)
+                                   cache_dir=cache_dir, warm=False, **opts)
+    # states and masks in the disk cache too (first masks computed there unless the file has them)
     ConstrainedProcessor.__init__(proc, constraint, tokenizer, mask_layout=layout, per_prompt=per_prompt,
-                                  cache_dir=False, track_weights=track)
+                                  cache_dir=cache_dir, track_weights=track)
     proc.heal_prompt, proc.healed = False, None  # RegexProcessor's token healing: regex path only
     return None

@@ -1,0 +1,315 @@
+"""Grammars side by side: hf_constrained vs xgrammar vs transformers-cfg (offline, CPU).
+
+    python benchmarks/grammar_peers.py [--steps 32] [--json-out FILE]
+
+Run it in a venv that has the peers (see benchmarks/README.md, grammar section). The
+same GBNF grammars (arithmetic, JSON, a SQL SELECT subset: the GBNF forms of
+``grammar_bench.py``'s grammars), the same random-weight Llama model, prompt, seeds and
+129k DeepSeek tokenizer for every library. For each library and grammar:
+
+* ``tokenizer prep``: once per library (hf_constrained ``Vocabulary.from_tokenizer``, disk
+  cache off; xgrammar ``TokenizerInfo.from_huggingface`` + ``GrammarCompiler``);
+* ``compile``: text -> a processor ready for its first call (xgrammar: ``compile_grammar``
+  + ``LogitsProcessor``; transformers-cfg: ``IncrementalGrammarConstraint`` +
+  ``GrammarConstrainedLogitsProcessor``; hf_constrained: ``GrammarProcessor(text, tok,
+  syntax="gbnf")``, disk cache off); ``first call``: the processor's first call;
+* ``sample``: ``generate(do_sample=True, num_return_sequences=4)``, median and p99 of the
+  processor's time per call;
+* ``beam``: ``generate(num_beams=4, num_return_sequences=2)``: crash (with the error) or not.
+
+A logits processor placed *before* the constrained one adds +10 to the EOS logit (the same
+for every library) so that random-weight rows end when the grammar allows it. Every output
+that ended with EOS is parsed by Lark's Earley parser (on the Lark form of the GBNF
+grammar); JSON outputs also by ``json.loads``. A peer that cannot be imported is reported
+with its error, never skipped silently.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hf_constrained import GrammarProcessor, offline  # noqa: E402
+from hf_constrained.grammar import gbnf_to_lark  # noqa: E402
+
+ARITH_GBNF = r"""
+root ::= sum
+sum ::= product (ws [+-] ws product)*
+product ::= atom (ws [*/] ws atom)*
+atom ::= number | "-" atom | "(" ws sum ws ")"
+number ::= [0-9]+ ("." [0-9]+)?
+ws ::= " "?
+"""
+
+JSON_GBNF = r"""
+root ::= value
+value ::= "null" | "true" | "false" | number | string | array | object
+array ::= "[" ws "]" | "[" ws value (ws "," ws value)* ws "]"
+object ::= "{" ws "}" | "{" ws pair (ws "," ws pair)* ws "}"
+pair ::= string ws ":" ws value
+ws ::= " "?
+number ::= "-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)?
+string ::= "\"" ([^"\\\x00-\x1f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4})* "\""
+"""
+
+_KW = ["select", "distinct", "from", "where", "and", "or", "not", "group", "by", "having", "order", "asc",
+       "desc", "limit", "offset", "as", "join", "left", "right", "inner", "outer", "on", "in", "is", "null",
+       "like", "between", "union", "all", "exists", "case", "when", "then", "else", "end", "true", "false"]
+_FUNCS = ["count", "sum", "avg", "min", "max", "lower", "upper", "length", "abs", "round", "coalesce"]
+
+
+def _ci(word: str) -> str:
+    return " ".join(f"[{c}{c.upper()}]" if c.isalpha() else f'"{c}"' for c in word)
+
+
+def sql_gbnf() -> str:
+    """The SQL subset of ``grammar_bench.py`` in GBNF: keywords case-insensitive, explicit
+    whitespace (``ws``, ``sp`` = at least one space where two words would run together)."""
+    kws = "\n".join(f"k-{k} ::= {_ci(k)}" for k in _KW)
+    funcs = " | ".join(_ci(f) for f in _FUNCS)
+    return rf"""
+root ::= query (ws ";")?
+query ::= select-core (sp k-union (sp k-all)? sp select-core)* (sp order-by)? (sp limit)?
+select-core ::= k-select (sp k-distinct)? sp result-columns sp k-from sp sources (sp where)? (sp group-by)? (sp having)?
+result-columns ::= result-column (ws "," ws result-column)*
+result-column ::= "*" | name "." "*" | expr (sp (k-as sp)? name)?
+sources ::= source (sp join)*
+source ::= name (sp (k-as sp)? name)? | "(" ws query ws ")" sp (k-as sp)? name
+join ::= ((k-left (sp k-outer)? | k-right (sp k-outer)? | k-inner) sp)? k-join sp source sp k-on sp expr
+where ::= k-where sp expr
+group-by ::= k-group sp k-by sp expr (ws "," ws expr)*
+having ::= k-having sp expr
+order-by ::= k-order sp k-by sp order-item (ws "," ws order-item)*
+order-item ::= expr (sp (k-asc | k-desc))?
+limit ::= k-limit sp int (sp k-offset sp int)?
+expr ::= conj (sp k-or sp conj)*
+conj ::= neg (sp k-and sp neg)*
+neg ::= k-not sp neg | cmp
+cmp ::= sum ws op ws sum | sum sp k-is sp (k-not sp)? k-null | sum sp (k-not sp)? k-in ws "(" ws (expr (ws "," ws expr)* | query) ws ")" | sum sp (k-not sp)? k-like sp string | sum sp (k-not sp)? k-between sp sum sp k-and sp sum | k-exists ws "(" ws query ws ")" | sum
+sum ::= product (ws ("+" | "-" | "||") ws product)*
+product ::= unary (ws [*/%] ws unary)*
+unary ::= "-" ws unary | atom
+atom ::= literal | column-ref | func-call | case-expr | "(" ws expr ws ")"
+literal ::= int | decimal | string | k-null | k-true | k-false
+column-ref ::= name ("." name)?
+func-call ::= func ws "(" ws ((k-distinct sp)? expr (ws "," ws expr)* | "*")? ws ")"
+case-expr ::= k-case (sp k-when sp expr sp k-then sp expr)+ (sp k-else sp expr)? sp k-end
+func ::= {funcs}
+op ::= "=" | "<>" | "!=" | "<" | "<=" | ">" | ">="
+string ::= "'" ([^'\n] | "''")* "'"
+name ::= [a-z_] [a-z0-9_]*
+int ::= [0-9]+
+decimal ::= [0-9]+ "." [0-9]+
+ws ::= [ \t\n]*
+sp ::= [ \t\n]+
+{kws}
+"""
+
+
+GRAMMARS = {"arith": ARITH_GBNF, "json": JSON_GBNF, "sql": sql_gbnf()}
+PROMPT = "Answer:"
+
+
+class Timed:
+    def __init__(self, proc):
+        self.proc, self.times = proc, []
+
+    def __call__(self, input_ids, scores):
+        t = time.perf_counter()
+        out = self.proc(input_ids, scores)
+        self.times.append(time.perf_counter() - t)
+        return out
+
+
+class BoostEOS:
+    def __init__(self, eos: int, by: float = 10.0):
+        self.eos, self.by = eos, by
+
+    def __call__(self, input_ids, scores):
+        scores[:, self.eos] += self.by
+        return scores
+
+
+# ------------------------------------------------------------------ libraries
+def hfc_factory(tok, vocab_size):
+    from hf_constrained.vocabulary import Vocabulary
+    Vocabulary.from_tokenizer(tok, cache_dir=False)  # tokenizer preparation, as the peers' below
+
+    def make(gbnf):
+        return GrammarProcessor(gbnf, tok, syntax="gbnf", cache_dir=False)
+    return make
+
+
+def xgrammar_factory(tok, vocab_size):
+    import xgrammar as xgr
+    from xgrammar.contrib.hf import LogitsProcessor
+    compiler = xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(tok, vocab_size=vocab_size))
+
+    def make(gbnf):
+        return LogitsProcessor(compiler.compile_grammar(gbnf))
+    return make
+
+
+def tcfg_factory(tok, vocab_size):
+    from transformers_cfg.generation.logits_process import GrammarConstrainedLogitsProcessor
+    from transformers_cfg.grammar_utils import IncrementalGrammarConstraint
+
+    def make(gbnf):
+        return GrammarConstrainedLogitsProcessor(IncrementalGrammarConstraint(gbnf, "root", tok))
+    return make
+
+
+LIBRARIES = {"hf_constrained": hfc_factory, "xgrammar": xgrammar_factory, "transformers-cfg": tcfg_factory}
+
+
+def version(lib):
+    import importlib.metadata as md
+    name = {"hf_constrained": None, "xgrammar": "xgrammar", "transformers-cfg": "transformers-cfg"}[lib]
+    if name is None:
+        import subprocess
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+        return f"git {rev}"
+    return md.version(name)
+
+
+# ------------------------------------------------------------------ checks
+def checker(name, gbnf):
+    from lark import Lark
+    parser = Lark(gbnf_to_lark(gbnf), parser="earley", lexer="dynamic")
+
+    def valid(text):
+        try:
+            parser.parse(text)
+        except Exception:
+            return False
+        if name == "json":
+            try:
+                json.loads(text)
+            except ValueError:
+                return False
+        return True
+    return valid
+
+
+def outputs(out, prompt_len, tok):
+    eos = tok.eos_token_id
+    res = []
+    for row in out[:, prompt_len:].tolist():
+        finished = eos in row
+        ids = row[:row.index(eos)] if finished else row
+        res.append((tok.decode(ids, skip_special_tokens=True), finished))
+    return res
+
+
+def run_mode(make, gbnf, tok, model, valid, steps, seed, **gen):
+    inputs = tok([PROMPT], return_tensors="pt")
+    proc = Timed(make(gbnf))
+    torch.manual_seed(seed)
+    try:
+        out = model.generate(**inputs, logits_processor=[BoostEOS(tok.eos_token_id), proc], max_new_tokens=steps,
+                             pad_token_id=tok.pad_token_id, **gen)
+    except Exception as e:
+        return {"crashed": f"{type(e).__name__}: {str(e).strip()[:160]}", "where": _where(e)}
+    texts = outputs(out, inputs["input_ids"].shape[1], tok)
+    fin = [t for t, f in texts if f]
+    return {"outputs": len(texts), "finished": len(fin), "finished_valid": sum(map(valid, fin)),
+            "call_ms_median": statistics.median(proc.times[1:] or proc.times) * 1e3,
+            "call_ms_p99": _p99(proc.times[1:] or proc.times) * 1e3, "calls": len(proc.times),
+            "examples": [t for t, _ in texts[:2]]}
+
+
+def _p99(xs):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))]
+
+
+def _where(e):
+    tb = traceback.extract_tb(e.__traceback__)
+    frame = tb[-1] if tb else None
+    return f"{Path(frame.filename).name}:{frame.lineno}" if frame else ""
+
+
+def bench_library(lib, tok, model, steps, seeds):
+    t = time.perf_counter()
+    try:
+        make = LIBRARIES[lib](tok, model.config.vocab_size)
+    except Exception as e:  # not installed / fails to import: reported, not skipped
+        return {"error": f"{type(e).__name__}: {e}"}
+    res = {"version": version(lib), "tokenizer_prep_ms": (time.perf_counter() - t) * 1e3}
+    for name, gbnf in GRAMMARS.items():
+        valid = checker(name, gbnf)
+        r = {}
+        try:
+            t = time.perf_counter()
+            proc = make(gbnf)
+            r["compile_ms"] = (time.perf_counter() - t) * 1e3
+            ids = tok([PROMPT], return_tensors="pt")["input_ids"]
+            t = time.perf_counter()
+            proc(ids, torch.zeros(1, model.config.vocab_size))
+            r["first_call_ms"] = (time.perf_counter() - t) * 1e3
+        except Exception as e:
+            r["crashed"] = f"{type(e).__name__}: {str(e).strip()[:160]}"
+            res[name] = r
+            continue
+        r["sample"] = [run_mode(make, gbnf, tok, model, valid, steps, s, do_sample=True, num_return_sequences=4)
+                       for s in seeds]
+        r["beam"] = [run_mode(make, gbnf, tok, model, valid, steps, s, num_beams=4, num_return_sequences=2)
+                     for s in seeds[:1]]
+        res[name] = r
+        print(lib, name, json.dumps(_summary(r)), flush=True)
+    return res
+
+
+def _summary(r):
+    if "crashed" in r:
+        return {"crashed": r["crashed"]}
+    s = {"compile_ms": round(r["compile_ms"], 1), "first_call_ms": round(r["first_call_ms"], 1)}
+    for mode in ("sample", "beam"):
+        runs = r[mode]
+        crashed = [x for x in runs if "crashed" in x]
+        if crashed:
+            s[mode] = f"crash: {crashed[0]['crashed']} ({crashed[0]['where']})"
+            continue
+        s[mode] = {"finished_valid": f"{sum(x['finished_valid'] for x in runs)}/{sum(x['finished'] for x in runs)}",
+                   "outputs": sum(x["outputs"] for x in runs),
+                   "call_ms_median": round(statistics.median(x["call_ms_median"] for x in runs), 2),
+                   "call_ms_p99": round(max(x["call_ms_p99"] for x in runs), 2)}
+    return s
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--libraries", default=",".join(LIBRARIES))
+    ap.add_argument("--json-out")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    tok = offline.deepseek_tokenizer()
+    model = offline.tiny_model(tok)
+    import transformers
+    res = {"versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
+    for lib in args.libraries.split(","):
+        t = time.perf_counter()
+        res[lib] = bench_library(lib, tok, model, args.steps, list(range(args.seeds)))
+        res[lib]["wall_s"] = time.perf_counter() - t
+        if "error" in res[lib]:
+            print(lib, "NOT RUN:", res[lib]["error"], flush=True)
+    summary = {lib: ({"error": r["error"]} if "error" in r else
+                     {"version": r["version"], "tokenizer_prep_ms": round(r["tokenizer_prep_ms"]), **{g: _summary(r[g]) for g in GRAMMARS if g in r}})
+               for lib, r in res.items() if lib != "versions"}
+    print(json.dumps({"versions": res["versions"], **summary}, indent=1))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
