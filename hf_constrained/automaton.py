@@ -123,6 +123,7 @@ class _Forest:
         self._trie_ids: dict = {}
         self._first: dict = {}
         self._after: dict = {}
+        self._paths: dict = {}
 
     def _node(self, kind, kids=(), nullable=False, lo=0, hi=None, counted=False, trie=-1,
               target=-1) -> int:
@@ -247,6 +248,25 @@ class _Forest:
                 return False
         return True
 
+    def counted_path(self, leaf: int, stack: tuple) -> tuple:
+        """The counted repetitions around ``leaf`` (called through ``stack``), outermost
+        first: the repetition of each counter of a position."""
+        key = (leaf, stack)
+        got = self._paths.get(key)
+        if got is None:
+            reps, node, calls = [], leaf, list(stack)
+            while True:
+                p = self.parent[node]
+                while p >= 0:
+                    if self.counted[p]:
+                        reps.append(p)
+                    node, p = p, self.parent[p]
+                if not calls:
+                    break
+                node = calls.pop()
+            got = self._paths[key] = tuple(reversed(reps))
+        return got
+
     # Positions are (leaf, byte index within the character's UTF-8 trie, counters,
     # calls of shared definitions).
     def first(self, nid: int, ctx: tuple, stack: tuple = ()) -> tuple:
@@ -357,6 +377,7 @@ class LazyDFA:
         self._keys: list = []
         self._ids: dict = {}
         self._members = 0  # positions held by all DFA states together (memory guard)
+        self._reps: dict = {}  # (state, depth) -> mask_representative
         dead = self._intern(frozenset(), False)
         assert dead == DEAD
         self.table[DEAD] = DEAD
@@ -466,6 +487,52 @@ class LazyDFA:
         True
         """
         return self._intern(self._keys[sid][0], False)
+
+    def mask_representative(self, sid: int, depth: int) -> int:
+        """A state that reads exactly the same byte strings of at most ``depth`` bytes as
+        ``sid`` (so it allows the same tokens when no token is longer), with every
+        counter that such a string cannot bring to a bound replaced by one value.
+
+        Reading ``depth`` bytes completes at most ``depth`` copies of a repetition, so
+        a counter ``c`` of ``x{lo,hi}`` only matters through ``lo - c`` and ``hi - c``
+        clamped to ``depth + 1``: ``c >= lo`` with ``hi - c > depth`` behaves as ``lo``,
+        ``lo - c > depth`` as ``0``. The states of a long counted string
+        (``[a-z]{0,1000}``) then share one token mask instead of one each.
+
+        >>> dfa = LazyDFA.from_patterns([r"[a-z]{0,1000}!"])
+        >>> s5, s6 = dfa.walk(dfa.starts[0], b"abcde"), dfa.walk(dfa.starts[0], b"abcdef")
+        >>> s5 != s6, dfa.mask_representative(s5, 8) == dfa.mask_representative(s6, 8)
+        (True, True)
+        >>> near_end = dfa.walk(dfa.starts[0], b"a" * 995)  # 5 letters left: kept
+        >>> dfa.mask_representative(near_end, 8) == near_end
+        True
+        """
+        key = (sid, depth)
+        got = self._reps.get(key)
+        if got is not None:
+            return got
+        members, strip = self._keys[sid]
+        forest, out, changed = self._forest, [], False
+        for pid in members:
+            pos = self._pos_keys[pid]
+            if pos is not END and pos[2]:
+                leaf, k, ctx, stack = pos
+                new = []
+                for r, c in zip(forest.counted_path(leaf, stack), ctx):
+                    lo, hi = forest.lo[r], forest.hi[r]
+                    if lo - c > depth:
+                        c = 0
+                    elif c >= lo and hi is not None and hi - c > depth:
+                        c = lo
+                    new.append(c)
+                new = tuple(new)
+                if new != ctx:
+                    pid = self._pos((leaf, k, new, stack))
+                    changed = True
+            out.append(pid)
+        got = self._intern(frozenset(out), strip) if changed else sid
+        self._reps[key] = got
+        return got
 
     def expand(self, sid: int) -> None:
         """Compute the transition row of state ``sid`` (idempotent)."""

@@ -151,6 +151,9 @@ class TokenIndex:
         self._is_eos = np.zeros(max(vocab.size, int(self.eos_ids.max()) + 1), dtype=bool)
         self._is_eos[self.eos_ids] = True
         self._byte_class = dfa.byte_class.tolist()
+        # bytes a token walk reads at most (+1: the first-space rule of start states)
+        self._max_token_bytes = int(vocab.tok_len.max()) + 1 if vocab.size else 1
+        self._representative = getattr(dfa, "mask_representative", None)  # a LazyDFA's
         if not vocab.full_byte_coverage:
             self._compute_token_liveness()
 
@@ -436,6 +439,13 @@ class TokenIndex:
         got = self._bits.get(q)
         if got is not None:
             return got
+        if self._live is None and q > 0 and self._representative is not None:
+            # states that differ only in counters no token can bring to a bound (a long
+            # counted string) allow the same tokens: one mask for them all
+            rep = self._representative(q, self._max_token_bytes)
+            if rep != q:
+                packed = self._bits[q] = self.bits(rep)
+                return packed
         packed, succ = self._compute_mask(q)  # the one place where masks are created
         if succ is not None:
             self._succ[q] = succ
@@ -496,11 +506,10 @@ class TokenIndex:
     def successors(self, q: int) -> np.ndarray:
         """Distinct states that one allowed (non-EOS) token leads to from ``q``."""
         got = self._succ.get(q)
-        if got is None:
-            if q in self._bits:  # mask imported from the disk cache: walk again
-                del self._bits[q]
-            self.bits(q)
-            got = self._succ[q]
+        if got is None:  # not walked yet (a shared or imported mask): walk now
+            packed, got = self._compute_mask(q)
+            self._bits.setdefault(q, packed)
+            self._succ[q] = got
         return got
 
     def precompute(self, max_states: int | None = None, deadline: float | None = None) -> bool:
