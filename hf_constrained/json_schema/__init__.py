@@ -159,6 +159,7 @@ from .._gc import gc_paused
 from ..errors import RegexSyntaxError, SchemaError, UnsupportedRegexError
 from .drafts import canonical, check_metaschema, detect_draft
 from .negation import negate
+from .strings import TooComplex, _alphabet, length_range, restrict_length, search_tree
 from ..regex_parser import (
     negate_ranges, normalize_ranges, parse as parse_regex, parse_alternatives,
 )
@@ -626,13 +627,14 @@ for _k in "dws":
     _CLASSES[_k.upper()] = (negate_ranges(_hi), negate_ranges(_lo))
 
 
-def _parse_regex(pattern: str) -> list:
+def _parse_regex(pattern: str, anchor_nodes: bool = False) -> list:
     """Top-level alternatives ``(tree, anchored_start, anchored_end)`` of a
-    user regex, shorthand classes approximated by ASCII (see ``_CLASSES``).
+    user regex, shorthand classes approximated by ASCII (see ``_CLASSES``);
+    ``anchor_nodes``: other anchors become tree nodes (see regex_parser).
 
     Raises :class:`RegexSyntaxError` / :class:`UnsupportedRegexError`.
     """
-    alternatives = parse_alternatives(pattern, _CLASSES)
+    alternatives = parse_alternatives(pattern, _CLASSES, anchor_nodes=anchor_nodes)
     # Escape pairs, scanned left to right (only a comment can fool this, and
     # then only into refusing).
     for m in re.finditer(r"\\(.)", pattern, re.S):
@@ -725,6 +727,15 @@ def _translate_pattern(pattern: str):
         return None, 0, 0
     his = [b for _, b in ranges]
     return _alt(out), min(a for a, _ in ranges), None if None in his else max(his)
+
+
+def _format_tree(fmt: str):
+    """The tree of ``FORMATS[fmt]`` over decoded characters, or None when its
+    text uses characters that JSON escapes (then text and content differ)."""
+    tree = parse_regex(FORMATS[fmt])
+    used: list = []
+    _alphabet(tree, used)
+    return None if _intersect(normalize_ranges(used), _JSON_SPECIAL) else tree
 
 
 _JSON_WS: Intervals = ((9, 10), (13, 13), (32, 32))
@@ -1837,21 +1848,47 @@ class _Converter:
             fmin, fmax = _FORMAT_LENGTHS[fmt]
         elif patterns:
             (pat, ptr), = patterns.items()
+            anchor_error = "unsupported anchors"
             try:
                 content, fmin, fmax = _translate_pattern(pat)
-            except (RegexSyntaxError, UnsupportedRegexError) as exc:
+            except UnsupportedRegexError as exc:
+                if not exc.construct.startswith("anchor"):
+                    raise _refuse("pattern", ptr, str(exc)) from None
+                content, fmin, fmax = None, -1, 0  # anchors inside: the tree path below
+                anchor_error = exc
+            except RegexSyntaxError as exc:
                 raise _refuse("pattern", ptr, str(exc)) from None
-            if content is None:
+            if content is None and fmin == 0:
                 return None
         else:
             return '"' + _repeat(STRING_CHAR, lo, hi) + '"'
-        if lo > fmin:
-            raise _refuse("minLength", lo_ptr, "cannot be combined with "
-                          "format/pattern unless every match is long enough")
-        if hi is not None and (fmax is None or hi < fmax):
+        if lo <= fmin and (hi is None or (fmax is not None and hi >= fmax)):
+            return '"' + content + '"'  # every match already fits
+        # Restrict the tree over decoded characters to lo..hi, exactly.
+        if formats:
+            tree = _format_tree(fmt)
+        else:
+            try:
+                tree = search_tree(_parse_regex(pat, anchor_nodes=True))
+            except TooComplex as exc:
+                raise _refuse("pattern", ptr, f"{anchor_error} ({exc})") from None
+            if fmin < 0:
+                fmin, fmax = length_range(tree)
+        try:
+            tree = restrict_length(tree, lo, hi) if tree is not None else None
+        except TooComplex as exc:
+            tree, why = None, f" ({exc})"
+        else:
+            why = ""
+        if tree is None:
+            if lo > fmin:
+                raise _refuse("minLength", lo_ptr, "cannot be combined with "
+                              "format/pattern unless every match is long enough"
+                              + why)
             raise _refuse("maxLength", hi_ptr, "cannot be combined with "
-                          "format/pattern unless every match is short enough")
-        return '"' + content + '"'
+                          "format/pattern unless every match is short enough" + why)
+        content = _emit(tree, _encode_charset)
+        return None if content is None else '"' + content + '"'
 
     # -- arrays ---------------------------------------------------------------
 
