@@ -38,6 +38,11 @@ MAX_RESTRICTED_SIZE = 4000
 MAX_WORK = 100_000
 #: Most lengths of one piece that a restriction enumerates.
 MAX_ENUMERATED = 600
+#: Enumerating more lengths of a leading ``C{m,n}`` than this nests them in
+#: blocks of :data:`NEST_BLOCK` (small automaton states instead of one
+#: alternative per length).
+NEST_FROM = 8
+NEST_BLOCK = 16
 #: Most copies a variable-length repetition is unrolled into.
 MAX_UNROLL = 4
 
@@ -450,7 +455,7 @@ def _restrict_cat(items: list, lo: int, hi: Optional[int], budget: list):
         return cat(items[:i] + [piece] + items[i + 1:])
     # Several pieces of variable length: fix the length of the piece with the
     # fewest relevant lengths, one alternative per length, and recurse.
-    best = None
+    best = first = None
     for i in var:
         a, b = ranges[i]
         omin = total_lo - a
@@ -466,9 +471,18 @@ def _restrict_cat(items: list, lo: int, hi: Optional[int], budget: list):
         count = sum(1 for l in range(a, top + 1) if not _free(free, l))
         if best is None or count < best[0]:
             best = (count, i, a, top, free)
+        if first is None:
+            first = (count, i, a, top, free)
     count, i, a, top, free = best
+    if first[0] > NEST_FROM and items[first[1]][0] == "rep" and items[first[1]][1][0] == "cls":
+        count, i, a, top, free = first
+        nested = True
+    else:
+        nested = False
     if count > MAX_ENUMERATED:
         raise TooComplex("too many ways to share the length between the pattern's pieces")
+    if nested:
+        return _nested(items, i, a, top, free, lo, hi, budget)
     branches = []
     if free is not None:
         piece = _restrict(items[i], free[0], free[1], budget)
@@ -487,3 +501,38 @@ def _restrict_cat(items: list, lo: int, hi: Optional[int], budget: list):
 
 def _free(zone, l: int) -> bool:
     return zone is not None and zone[0] <= l and (zone[1] is None or l <= zone[1])
+
+
+def _nested(items: list, i: int, a: int, top: int, free, lo: int, hi: Optional[int], budget: list):
+    """``items[i]`` is ``C{m,n}``, every item before it has a fixed length:
+    the union over lengths ``l`` of ``prefix C{l} rest_l`` written as
+    ``prefix C{l0} (alts | C{k} (alts | C{k'} (...)))``, one nesting level per
+    :data:`NEST_BLOCK` lengths, so that a state of the automaton holds few
+    positions.  ``rest_l`` is the rest restricted to the remaining budget."""
+    c = items[i][1]
+    fixed = sum(length_range(x)[0] for x in items[:i])
+    rest = items[i + 1:]
+    segments = []  # (first length, last length or None, what follows), ascending
+    for l in range(a, top + 1):
+        if _free(free, l):
+            continue
+        r = _restrict_cat(rest, lo - fixed - l, None if hi is None else hi - fixed - l, budget) \
+            if rest else (EPSILON if lo - fixed <= l and (hi is None or l <= hi - fixed) else NOTHING)
+        if not is_empty(r):
+            _spend(budget, r)
+            segments.append((l, l, r))
+    if free is not None:
+        segments.append((free[0], free[1], cat(rest)))
+        segments.sort(key=lambda seg: seg[0])
+    if not segments:
+        return NOTHING
+    groups = [segments[k:k + NEST_BLOCK] for k in range(0, len(segments), NEST_BLOCK)]
+    tail, tail_base = NOTHING, None
+    for group in reversed(groups):
+        base = group[0][0]
+        options = [cat([rep(c, l0 - base, None if l1 is None else l1 - base), r])
+                   for l0, l1, r in group]
+        if tail_base is not None:
+            options.append(cat([rep(c, tail_base - base, tail_base - base), tail]))
+        tail, tail_base = alt(options), base
+    return cat(items[:i] + [rep(c, tail_base, tail_base), tail])
