@@ -278,3 +278,75 @@ def test_format_with_lengths(fmt, lo, hi):
     for text in _sample(regex, random.Random(1), 300):
         assert validator.is_valid(json.loads(text)), text
         assert lo <= len(json.loads(text)) <= hi
+
+
+# ---------------------------------------------------------------------------
+# cap_length (formats' documented subset), intersect (pattern ∩ format)
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(20))
+def test_cap_length_is_a_subset_within_the_bound(seed):
+    from hf_constrained.json_schema.strings import cap_length
+
+    rng = random.Random(seed)
+    for _ in range(15):
+        tree = _random_tree(rng)
+        hi = rng.randint(0, 6)
+        out = cap_length(tree, hi)
+        original, got = _regex(tree), _regex(out)
+        if got is None:
+            continue
+        assert length_range(out)[1] is not None and length_range(out)[1] <= hi
+        for s in _strings("ab", 7):
+            if re.fullmatch(got, s):
+                assert re.fullmatch(original, s) and len(s) <= hi, (tree, hi, s)
+
+
+@pytest.mark.parametrize("fmt,pattern", [
+    ("[ab]+c?", "^ab"), ("[ab]+c?", "bc$"), ("[ab]+c?", "^a.*c$"), ("[ab]+c?", "^(ab|b)"),
+    ("a[ab]*", "^[ab]{2}$"), ("[ab]*c[ab]*", "c"), ("(ab)+", "^aba.*bab$"), ("[abc]{1,4}", "^ab|ca$"),
+])
+def test_intersect_exact(fmt, pattern):
+    from hf_constrained.json_schema.strings import intersect
+
+    ftree = parse(fmt)
+    ptree = search_tree(parse_alternatives(pattern, anchor_nodes=True))
+    out = intersect(ptree, ftree, lambda t: re.fullmatch(fmt, t) is not None)
+    assert out is not None
+    got = _regex(out)
+    for s in _strings("abc", 7):
+        want = bool(re.fullmatch(fmt, s) and re.search(pattern, s))
+        assert bool(got is not None and re.fullmatch(got, s)) == want, (fmt, pattern, s)
+
+
+@pytest.mark.parametrize("schema,members", [
+    ({"format": "uri", "pattern": "^https?://"}, ["http://a.io", "https://x.org/p?q#f"]),
+    ({"format": "uri", "pattern": "^(wss?|wss?\\+unix)://"}, ["ws+unix://h.io:80", "wss://h.io"]),
+    ({"format": "uri", "pattern": "^https://img\\.example\\.com/i/.*?(no-image)?\\.(gif|jpg)$"},
+     ["https://img.example.com/i/x.gif", "https://img.example.com/i/.jpg"]),
+    ({"format": "email", "pattern": "^.*?@.*.*$", "minLength": 3}, ["a@b.io"]),
+    ({"format": "email", "maxLength": 1024}, ["a@b.io", "a.b@c.d.io"]),
+    ({"format": "uri", "minLength": 1, "maxLength": 255}, ["http://a.io"]),
+    ({"format": "email", "maxLength": 8}, ["a@b.io", "ab@c.io"]),
+])
+def test_format_with_pattern_or_length(schema, members):
+    schema = {"type": "string", **schema}
+    _check_sound(schema, n=300)
+    regex = re.compile(schema_to_regex(schema))
+    for m in members:
+        assert regex.fullmatch(json.dumps(m)), m
+
+
+def test_format_pattern_unsupported_shape_refused():
+    with pytest.raises(SchemaError, match="pattern cannot be combined with format 'date-time'"):
+        schema_to_regex({"type": "string", "format": "date-time", "pattern": "\\d{4}-\\d\\d"})
+
+
+def test_module_examples_run():
+    """strings.py is a subpackage module, which tests/test_doctests.py does not collect."""
+    import doctest
+
+    import hf_constrained.json_schema.strings as module
+
+    result = doctest.testmod(module)
+    assert result.failed == 0 and result.attempted >= 20, result

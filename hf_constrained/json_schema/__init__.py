@@ -159,7 +159,8 @@ from .._gc import gc_paused
 from ..errors import RegexSyntaxError, SchemaError, UnsupportedRegexError
 from .drafts import canonical, check_metaschema, detect_draft
 from .negation import negate
-from .strings import TooComplex, _alphabet, length_range, restrict_length, search_tree
+from .strings import (TooComplex, _alphabet, cap_length, intersect, length_range,
+                      restrict_length, search_tree)
 from ..regex_parser import (
     negate_ranges, normalize_ranges, parse as parse_regex, parse_alternatives,
 )
@@ -727,6 +728,15 @@ def _translate_pattern(pattern: str):
         return None, 0, 0
     his = [b for _, b in ranges]
     return _alt(out), min(a for a, _ in ranges), None if None in his else max(his)
+
+
+def _capped(tree, lo: int, hi: int):
+    """A format's documented subset under ``maxLength`` (see cap_length)."""
+    try:
+        tree = restrict_length(cap_length(tree, hi), lo, hi)
+    except TooComplex:
+        return None
+    return None if _emit(tree, _encode_charset) is None else tree
 
 
 def _format_tree(fmt: str):
@@ -1839,15 +1849,14 @@ class _Converter:
             raise _refuse("pattern", list(patterns.values())[1],
                           "several different patterns cannot be intersected; "
                           "combine them into one pattern")
-        if patterns and formats:
-            raise _refuse("pattern", list(patterns.values())[0],
-                          "pattern cannot be combined with format")
+        both = bool(patterns and formats)
+        if patterns:
+            (pat, ptr), = patterns.items()
         if formats:
             (fmt, _), = formats.items()
             content = FORMATS[fmt]
             fmin, fmax = _FORMAT_LENGTHS[fmt]
-        elif patterns:
-            (pat, ptr), = patterns.items()
+        if patterns:
             anchor_error = "unsupported anchors"
             try:
                 content, fmin, fmax = _translate_pattern(pat)
@@ -1860,26 +1869,34 @@ class _Converter:
                 raise _refuse("pattern", ptr, str(exc)) from None
             if content is None and fmin == 0:
                 return None
-        else:
+        if not patterns and not formats:
             return '"' + _repeat(STRING_CHAR, lo, hi) + '"'
-        if lo <= fmin and (hi is None or (fmax is not None and hi >= fmax)):
+        if not both and lo <= fmin and (hi is None or (fmax is not None and hi >= fmax)):
             return '"' + content + '"'  # every match already fits
-        # Restrict the tree over decoded characters to lo..hi, exactly.
-        if formats:
-            tree = _format_tree(fmt)
-        else:
+        # Trees over decoded characters: intersect, restrict to lo..hi, exactly.
+        tree = _format_tree(fmt) if formats else None
+        if patterns:
             try:
-                tree = search_tree(_parse_regex(pat, anchor_nodes=True))
+                ptree = search_tree(_parse_regex(pat, anchor_nodes=True))
             except TooComplex as exc:
                 raise _refuse("pattern", ptr, f"{anchor_error} ({exc})") from None
-            if fmin < 0:
-                fmin, fmax = length_range(tree)
-        try:
-            tree = restrict_length(tree, lo, hi) if tree is not None else None
-        except TooComplex as exc:
-            tree, why = None, f" ({exc})"
-        else:
-            why = ""
+            if both:
+                tree = None if tree is None else intersect(
+                    ptree, tree, lambda text: re.fullmatch(FORMATS[fmt], text) is not None)
+                if tree is None:
+                    raise _refuse("pattern", ptr, f"pattern cannot be combined with format "
+                                  f"{fmt!r} (only literal prefixes/suffixes, or a character "
+                                  "every such string contains, are intersected)")
+            else:
+                tree = ptree
+            fmin, fmax = length_range(tree)
+        why = ""
+        if tree is not None:
+            try:
+                tree = restrict_length(tree, lo, hi)
+            except TooComplex as exc:
+                why = f" ({exc})"
+                tree = None if not formats or hi is None else _capped(tree, lo, hi)
         if tree is None:
             if lo > fmin:
                 raise _refuse("minLength", lo_ptr, "cannot be combined with "
