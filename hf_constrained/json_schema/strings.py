@@ -654,8 +654,8 @@ def finite_strings(node, limit: int = 32) -> Optional[list]:
     """Every string of ``L(node)`` if there are at most ``limit``, else None.
 
     >>> from hf_constrained.regex_parser import parse
-    >>> finite_strings(parse("wss?(\\+unix)?")), finite_strings(parse("a+"))
-    (['ws', 'ws+unix', 'wss', 'wss+unix'], None)
+    >>> finite_strings(parse("wss?(-unix)?")), finite_strings(parse("a+"))
+    (['ws', 'ws-unix', 'wss', 'wss-unix'], None)
     """
     kind = node[0]
     if kind == "cls":
