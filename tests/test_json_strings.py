@@ -106,8 +106,14 @@ def _regex(tree) -> str:
     return _emit(tree, _class) if tree != NOTHING else None
 
 
+@pytest.mark.parametrize("nest", [False, True])
 @pytest.mark.parametrize("seed", range(40))
-def test_restrict_length_random_trees(seed):
+def test_restrict_length_random_trees(seed, nest, monkeypatch):
+    if nest:  # exercise the nested form (normally from 8 lengths on) on small budgets
+        import hf_constrained.json_schema.strings as strings
+
+        monkeypatch.setattr(strings, "NEST_FROM", 0)
+        monkeypatch.setattr(strings, "NEST_BLOCK", 2)
     rng = random.Random(seed)
     checked = 0
     for _ in range(15):
@@ -217,6 +223,7 @@ EXTRA = ['"', "\\", "é", '"\\é', "a\\b", 'a"b', "\u00e9\u00e9", "ab\u2028"]
     ("^I[a-z0-9-_]+$", 0, 3, "Ia-_"),
     ("^[a-z][a-z0-9_\\-]*[a-z0-9]$", 2, 4, "a0_-"),
     ("^[A-Za-z][A-Za-z0-9_]*", 1, 3, "a0_-"),         # unanchored end
+    ("^[a ]+\\.[a]+$", 1, 11, "a."),                  # nested form (10 lengths)
     ("[a-z0-9_.-]+", 2, 4, "a.!\""),                   # contains-match
     ("^\\S+@\\S+$", 3, 4, "a@ \\"),
     ("^(?:\\S+\\s+){0,2}\\S+$", 0, 4, "a \""),

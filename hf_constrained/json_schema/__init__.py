@@ -72,8 +72,16 @@ The language of the regex is a *subset* of the valid instances:
   one character and ``minLength``/``maxLength`` count exactly).  Strings
   constrained by ``pattern`` use the canonical ``json.dumps`` escapes only.
 * ``pattern`` has Python ``re`` search semantics (as in ``jsonschema``):
-  ``^``/``$`` are honoured only at the very start/end of the pattern or of a
-  top-level alternative, an unanchored side allows any text.  ``\\d``,
+  ``^``/``$`` may stand anywhere (``(^a$)|b``, ``(x|$)``) and hold only at the
+  string's start/end (ECMA-262; Python's ``$`` also accepts a final newline,
+  which is not generated); an unanchored side allows any text.
+  ``minLength``/``maxLength`` next to ``pattern``/``format`` restrict the
+  pattern's tree exactly (:mod:`.strings`), or are refused with the reason
+  when the exact result would be too large; only for a ``format`` is a
+  documented subset used then (each variable part gets a share of the
+  budget).  ``pattern`` next to ``format`` is intersected when the pattern
+  is literal prefixes/suffixes around ``.*``, finite, or ``.*c.*`` with
+  ``c`` in every string of the format.  ``\\d``,
   ``\\w``, ``\\s`` generate ASCII only, and their negations (``\\D``,
   ``[^\\d]``...) generate ASCII only too (Python's classes are Unicode-wide).
   Lookaround, backreferences, ``\\b``, inline flags, possessive quantifiers
@@ -129,8 +137,8 @@ remote ``$ref``, an embedded ``$id`` resource containing ``$ref``, unknown
 formats and keywords...) raises :class:`SchemaError`.  So do ``number``
 bounds beyond 2**53 and exclusive ``number`` bounds so large that float
 rounding could reach them (``integer`` bounds are always exact), several
-different ``pattern``/``format`` on one string, ``pattern``/``format``
-combined with a length bound they do not already imply, ``oneOf`` branches
+different ``pattern`` on one string, ``pattern``/``format`` combinations
+and length bounds beyond what is described above, ``oneOf`` branches
 that cannot be proven disjoint, and schemas that admit no value.
 
 Size limits: bounds such as ``maxLength: 100000`` or ``maxItems: 5000`` stay

@@ -43,6 +43,8 @@ MAX_ENUMERATED = 600
 #: alternative per length).
 NEST_FROM = 8
 NEST_BLOCK = 16
+#: Most lengths nested that way.
+MAX_NESTED = 2048
 #: Most copies a variable-length repetition is unrolled into.
 MAX_UNROLL = 4
 
@@ -503,7 +505,7 @@ def _restrict_cat(items: list, lo: int, hi: Optional[int], budget: list):
         nested = True
     else:
         nested = False
-    if count > MAX_ENUMERATED:
+    if count > (MAX_NESTED if nested else MAX_ENUMERATED):
         raise TooComplex("too many ways to share the length between the pattern's pieces")
     if nested:
         return _nested(items, i, a, top, free, lo, hi, budget)
