@@ -750,7 +750,10 @@ def _capped(tree, lo: int, hi: int):
 def _format_tree(fmt: str):
     """The tree of ``FORMATS[fmt]`` over decoded characters, or None when its
     text uses characters that JSON escapes (then text and content differ)."""
-    tree = parse_regex(FORMATS[fmt])
+    try:
+        tree = parse_regex(FORMATS[fmt])
+    except (RegexSyntaxError, UnsupportedRegexError):
+        return None
     used: list = []
     _alphabet(tree, used)
     return None if _intersect(normalize_ranges(used), _JSON_SPECIAL) else tree
@@ -1863,7 +1866,7 @@ class _Converter:
         if formats:
             (fmt, _), = formats.items()
             content = FORMATS[fmt]
-            fmin, fmax = _FORMAT_LENGTHS[fmt]
+            fmin, fmax = _FORMAT_LENGTHS.get(fmt) or length_range(parse_regex(content))
         if patterns:
             anchor_error = "unsupported anchors"
             try:
