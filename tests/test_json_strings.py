@@ -293,7 +293,7 @@ def test_format_with_lengths(fmt, lo, hi):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_cap_length_is_a_subset_within_the_bound(seed):
-    from hf_constrained.json_schema.strings import cap_length
+    from hf_constrained.json_schema.string_formats import cap_length
 
     rng = random.Random(seed)
     for _ in range(15):
@@ -314,7 +314,7 @@ def test_cap_length_is_a_subset_within_the_bound(seed):
     ("a[ab]*", "^[ab]{2}$"), ("[ab]*c[ab]*", "c"), ("(ab)+", "^aba.*bab$"), ("[abc]{1,4}", "^ab|ca$"),
 ])
 def test_intersect_exact(fmt, pattern):
-    from hf_constrained.json_schema.strings import intersect
+    from hf_constrained.json_schema.string_formats import intersect
 
     ftree = parse(fmt)
     ptree = search_tree(parse_alternatives(pattern, anchor_nodes=True))
@@ -350,10 +350,12 @@ def test_format_pattern_unsupported_shape_refused():
 
 
 def test_module_examples_run():
-    """strings.py is a subpackage module, which tests/test_doctests.py does not collect."""
+    """strings.py / string_formats.py are subpackage modules, which tests/test_doctests.py does not collect."""
     import doctest
 
-    import hf_constrained.json_schema.strings as module
+    import hf_constrained.json_schema.string_formats as formats
+    import hf_constrained.json_schema.strings as strings
 
-    result = doctest.testmod(module)
-    assert result.failed == 0 and result.attempted >= 20, result
+    for module, least in ((strings, 15), (formats, 5)):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted >= least, (module.__name__, result)

@@ -167,7 +167,8 @@ from .._gc import gc_paused
 from ..errors import RegexSyntaxError, SchemaError, UnsupportedRegexError
 from .drafts import canonical, check_metaschema, detect_draft
 from .negation import negate
-from .strings import (TooComplex, _alphabet, cap_length, intersect, length_range,
+from .string_formats import cap_length, intersect
+from .strings import (TooComplex, _alphabet, length_range,
                       restrict_length, search_tree)
 from ..regex_parser import (
     negate_ranges, normalize_ranges, parse as parse_regex, parse_alternatives,
