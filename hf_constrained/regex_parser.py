@@ -134,6 +134,7 @@ class _Parser:
         self.subroutines = False  # accept a leading (?(DEFINE)...) and (?&name) calls (parse)
         self.defined: set = set()  # definitions callable so far
         self.has_defs = False  # the pattern started with (?(DEFINE)...): (?&name) is a call
+        self.anchor_nodes = False  # other anchors: ("anchor", "^"/"$") nodes, not errors
 
     # -- helpers -------------------------------------------------------
     def error(self, msg: str, pos: int | None = None):
@@ -236,9 +237,11 @@ class _Parser:
             pos = self.i
             c = self.peek()
             if c in "^$" or (c == "\\" and self.peek(1) in ("A", "Z")):
-                if self._anchor(c if c != "\\" else "\\" + self.peek(1), pos, top, start):
-                    if self.repeated_anchors:
-                        start = self.i
+                anchor = self._anchor(c if c != "\\" else "\\" + self.peek(1), pos, top, start)
+                if isinstance(anchor, tuple):
+                    items.append(anchor)
+                elif anchor and self.repeated_anchors:
+                    start = self.i
                 continue
             atom = self.atom()
             repeated = False
@@ -280,6 +283,8 @@ class _Parser:
         ):
             self.anchored[-1][1] = True
             return False  # no-op under fullmatch
+        if self.anchor_nodes:
+            return ("anchor", "^" if at_start else "$")
         where = "at the start" if at_start else "at the end"
         self.unsupported(
             f"anchor '{token}'",
@@ -534,7 +539,7 @@ def parse(pattern: str):
     return parser.parse()
 
 
-def parse_alternatives(pattern: str, classes=None) -> list:
+def parse_alternatives(pattern: str, classes=None, anchor_nodes: bool = False) -> list:
     """Parse ``pattern`` as :func:`parse` does, one entry per top-level alternative.
 
     Each entry is ``(tree, anchored_start, anchored_end)``: whether that
@@ -548,6 +553,10 @@ def parse_alternatives(pattern: str, classes=None) -> list:
     the subset and a negated class ``[^\\d]`` removes the superset, so a
     caller can under-approximate Python's Unicode-wide classes.
 
+    With ``anchor_nodes``, an anchor elsewhere than at the start/end of a
+    top-level alternative becomes a zero-width node ``("anchor", "^")`` /
+    ``("anchor", "$")`` in the tree instead of an error.
+
     >>> parse_alternatives("^a|b$")
     [(('cls', ((97, 97),)), True, False), (('cls', ((98, 98),)), False, True)]
     """
@@ -555,6 +564,7 @@ def parse_alternatives(pattern: str, classes=None) -> list:
         raise TypeError(f"a regex pattern must be a str, not {type(pattern).__name__}")
     parser = _Parser(pattern, classes)
     parser.repeated_anchors = True  # valid in re, and the same as one
+    parser.anchor_nodes = anchor_nodes
     tree = parser.parse()
     branches = tree[1] if len(parser.anchored) > 1 else (tree,)
     return [(t, start, end) for t, (start, end) in zip(branches, parser.anchored)]

@@ -72,8 +72,16 @@ The language of the regex is a *subset* of the valid instances:
   one character and ``minLength``/``maxLength`` count exactly).  Strings
   constrained by ``pattern`` use the canonical ``json.dumps`` escapes only.
 * ``pattern`` has Python ``re`` search semantics (as in ``jsonschema``):
-  ``^``/``$`` are honoured only at the very start/end of the pattern or of a
-  top-level alternative, an unanchored side allows any text.  ``\\d``,
+  ``^``/``$`` may stand anywhere (``(^a$)|b``, ``(x|$)``) and hold only at the
+  string's start/end (ECMA-262; Python's ``$`` also accepts a final newline,
+  which is not generated); an unanchored side allows any text.
+  ``minLength``/``maxLength`` next to ``pattern``/``format`` restrict the
+  pattern's tree exactly (:mod:`.strings`), or are refused with the reason
+  when the exact result would be too large; only for a ``format`` is a
+  documented subset used then (each variable part gets a share of the
+  budget).  ``pattern`` next to ``format`` is intersected when the pattern
+  is literal prefixes/suffixes around ``.*``, finite, or ``.*c.*`` with
+  ``c`` in every string of the format.  ``\\d``,
   ``\\w``, ``\\s`` generate ASCII only, and their negations (``\\D``,
   ``[^\\d]``...) generate ASCII only too (Python's classes are Unicode-wide).
   Lookaround, backreferences, ``\\b``, inline flags, possessive quantifiers
@@ -129,8 +137,8 @@ remote ``$ref``, an embedded ``$id`` resource containing ``$ref``, unknown
 formats and keywords...) raises :class:`SchemaError`.  So do ``number``
 bounds beyond 2**53 and exclusive ``number`` bounds so large that float
 rounding could reach them (``integer`` bounds are always exact), several
-different ``pattern``/``format`` on one string, ``pattern``/``format``
-combined with a length bound they do not already imply, ``oneOf`` branches
+different ``pattern`` on one string, ``pattern``/``format`` combinations
+and length bounds beyond what is described above, ``oneOf`` branches
 that cannot be proven disjoint, and schemas that admit no value.
 
 Size limits: bounds such as ``maxLength: 100000`` or ``maxItems: 5000`` stay
@@ -159,6 +167,9 @@ from .._gc import gc_paused
 from ..errors import RegexSyntaxError, SchemaError, UnsupportedRegexError
 from .drafts import canonical, check_metaschema, detect_draft
 from .negation import negate
+from .string_formats import cap_length, intersect
+from .strings import (TooComplex, _alphabet, length_range,
+                      restrict_length, search_tree)
 from ..regex_parser import (
     negate_ranges, normalize_ranges, parse as parse_regex, parse_alternatives,
 )
@@ -633,13 +644,14 @@ for _k in "dws":
     _CLASSES[_k.upper()] = (negate_ranges(_hi), negate_ranges(_lo))
 
 
-def _parse_regex(pattern: str) -> list:
+def _parse_regex(pattern: str, anchor_nodes: bool = False) -> list:
     """Top-level alternatives ``(tree, anchored_start, anchored_end)`` of a
-    user regex, shorthand classes approximated by ASCII (see ``_CLASSES``).
+    user regex, shorthand classes approximated by ASCII (see ``_CLASSES``);
+    ``anchor_nodes``: other anchors become tree nodes (see regex_parser).
 
     Raises :class:`RegexSyntaxError` / :class:`UnsupportedRegexError`.
     """
-    alternatives = parse_alternatives(pattern, _CLASSES)
+    alternatives = parse_alternatives(pattern, _CLASSES, anchor_nodes=anchor_nodes)
     # Escape pairs, scanned left to right (only a comment can fool this, and
     # then only into refusing).
     for m in re.finditer(r"\\(.)", pattern, re.S):
@@ -739,6 +751,27 @@ def _translate_pattern(pattern: str):
         return None, 0, 0
     his = [b for _, b in ranges]
     return _alt(out), min(a for a, _ in ranges), None if None in his else max(his)
+
+
+def _capped(tree, lo: int, hi: int):
+    """A format's documented subset under ``maxLength`` (see cap_length)."""
+    try:
+        tree = restrict_length(cap_length(tree, hi), lo, hi)
+    except TooComplex:
+        return None
+    return None if _emit(tree, _encode_charset) is None else tree
+
+
+def _format_tree(fmt: str):
+    """The tree of ``FORMATS[fmt]`` over decoded characters, or None when its
+    text uses characters that JSON escapes (then text and content differ)."""
+    try:
+        tree = parse_regex(FORMATS[fmt])
+    except (RegexSyntaxError, UnsupportedRegexError):
+        return None
+    used: list = []
+    _alphabet(tree, used)
+    return None if _intersect(normalize_ranges(used), _JSON_SPECIAL) else tree
 
 
 _JSON_WS: Intervals = ((9, 10), (13, 13), (32, 32))
@@ -1872,30 +1905,63 @@ class _Converter:
             raise _refuse("pattern", list(patterns.values())[1],
                           "several different patterns cannot be intersected; "
                           "combine them into one pattern")
-        if patterns and formats:
-            raise _refuse("pattern", list(patterns.values())[0],
-                          "pattern cannot be combined with format")
+        both = bool(patterns and formats)
+        if patterns:
+            (pat, ptr), = patterns.items()
         if formats:
             (fmt, _), = formats.items()
             content = FORMATS[fmt]
-            fmin, fmax = _FORMAT_LENGTHS[fmt]
-        elif patterns:
-            (pat, ptr), = patterns.items()
+            fmin, fmax = _FORMAT_LENGTHS.get(fmt) or length_range(parse_regex(content))
+        if patterns:
+            anchor_error = "unsupported anchors"
             try:
                 content, fmin, fmax = _translate_pattern(pat)
-            except (RegexSyntaxError, UnsupportedRegexError) as exc:
+            except UnsupportedRegexError as exc:
+                if not exc.construct.startswith("anchor"):
+                    raise _refuse("pattern", ptr, str(exc)) from None
+                content, fmin, fmax = None, -1, 0  # anchors inside: the tree path below
+                anchor_error = exc
+            except RegexSyntaxError as exc:
                 raise _refuse("pattern", ptr, str(exc)) from None
-            if content is None:
+            if content is None and fmin == 0:
                 return None
-        else:
+        if not patterns and not formats:
             return '"' + _repeat(STRING_CHAR, lo, hi) + '"'
-        if lo > fmin:
-            raise _refuse("minLength", lo_ptr, "cannot be combined with "
-                          "format/pattern unless every match is long enough")
-        if hi is not None and (fmax is None or hi < fmax):
+        if not both and lo <= fmin and (hi is None or (fmax is not None and hi >= fmax)):
+            return '"' + content + '"'  # every match already fits
+        # Trees over decoded characters: intersect, restrict to lo..hi, exactly.
+        tree = _format_tree(fmt) if formats else None
+        if patterns:
+            try:
+                ptree = search_tree(_parse_regex(pat, anchor_nodes=True))
+            except TooComplex as exc:
+                raise _refuse("pattern", ptr, f"{anchor_error} ({exc})") from None
+            if both:
+                tree = None if tree is None else intersect(
+                    ptree, tree, lambda text: re.fullmatch(FORMATS[fmt], text) is not None)
+                if tree is None:
+                    raise _refuse("pattern", ptr, f"pattern cannot be combined with format "
+                                  f"{fmt!r} (only literal prefixes/suffixes, or a character "
+                                  "every such string contains, are intersected)")
+            else:
+                tree = ptree
+            fmin, fmax = length_range(tree)
+        why = ""
+        if tree is not None:
+            try:
+                tree = restrict_length(tree, lo, hi)
+            except TooComplex as exc:
+                why = f" ({exc})"
+                tree = None if not formats or hi is None else _capped(tree, lo, hi)
+        if tree is None:
+            if lo > fmin:
+                raise _refuse("minLength", lo_ptr, "cannot be combined with "
+                              "format/pattern unless every match is long enough"
+                              + why)
             raise _refuse("maxLength", hi_ptr, "cannot be combined with "
-                          "format/pattern unless every match is short enough")
-        return '"' + content + '"'
+                          "format/pattern unless every match is short enough" + why)
+        content = _emit(tree, _encode_charset)
+        return None if content is None else '"' + content + '"'
 
     # -- arrays ---------------------------------------------------------------
 
