@@ -29,7 +29,7 @@ from hf_constrained.json_schema import SchemaError, schema_to_regex  # noqa: E40
 from hf_constrained.json_schema.drafts import detect_draft, draft_validator  # noqa: E402
 
 CORPUS = json_corpus.DEFAULT_ROOT
-MIN_ACCEPTED = 0.945
+MIN_ACCEPTED = 0.955
 EVERY = 12
 DOCS = 20
 
