@@ -662,26 +662,8 @@ def _parse_regex(pattern: str, anchor_nodes: bool = False) -> list:
     return alternatives
 
 
-def _length_range(node) -> tuple[int, Optional[int]]:
-    """(min, max) number of characters matched by ``node`` (max None: inf)."""
-    kind = node[0]
-    if kind == "cls":
-        return (1, 1) if node[1] else (0, 0)
-    if kind == "cat":
-        lo, hi = 0, 0
-        for n in node[1]:
-            a, b = _length_range(n)
-            lo += a
-            hi = None if hi is None or b is None else hi + b
-        return lo, hi
-    if kind == "alt":
-        ranges = [_length_range(n) for n in node[1]]
-        his = [b for _, b in ranges]
-        return min(a for a, _ in ranges), None if None in his else max(his)
-    a, b = _length_range(node[1])
-    lo = a * node[2]
-    hi = None if node[3] is None or b is None else b * node[3]
-    return lo, hi
+#: (min, max) number of characters matched by a tree (max None: unbounded)
+_length_range = length_range
 
 
 def _emit(node, charset: Callable[[Intervals], Optional[str]]) -> Optional[str]:
