@@ -105,7 +105,9 @@ or items that the keyword's own subtree does not evaluate must satisfy it),
 ``maxProperties`` (free-form objects), ``items``, ``prefixItems``,
 ``minItems``, ``maxItems``, ``minLength``, ``maxLength``, ``pattern``,
 ``format`` (date, time, date-time, uuid, email, ipv4, uri), ``minimum``,
-``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``anyOf``,
+``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf`` (see
+:mod:`.numbers`: exact for integral steps dividing a power of ten, the binary
+subset for decimal steps, enumerated otherwise when bounded), ``anyOf``,
 ``oneOf`` (provably disjoint branches only), ``allOf`` (merged exactly),
 ``not`` (boolean or ``type``-only), ``if`` with a boolean condition,
 ``$ref`` (local: ``#``, ``#/json/pointer``, ``#anchor``), ``$defs``,
@@ -124,7 +126,7 @@ honoured exactly.
 
 Everything else (``uniqueItems``, ``contains``, ``dependentRequired``,
 ``dependentSchemas``, ``minProperties``/``maxProperties`` when not trivial,
-``multipleOf``, ``if``/``then``/``else``, general ``not``, ``$dynamicRef``,
+``if``/``then``/``else``, general ``not``, ``$dynamicRef``,
 remote ``$ref``, an embedded ``$id`` resource containing ``$ref``, unknown
 formats and keywords...) raises :class:`SchemaError`.  So do ``number``
 bounds beyond 2**53 and exclusive ``number`` bounds so large that float
@@ -159,6 +161,7 @@ from .._gc import gc_paused
 from ..errors import RegexSyntaxError, SchemaError, UnsupportedRegexError
 from .drafts import canonical, check_metaschema, detect_draft
 from .negation import negate
+from .numbers import MultipleOfError, multiple_of_regex
 from ..regex_parser import (
     negate_ranges, normalize_ranges, parse as parse_regex, parse_alternatives,
 )
@@ -1751,13 +1754,20 @@ class _Converter:
     # -- numbers --------------------------------------------------------------
 
     def _numeric(self, flat: list, fraction: bool) -> Optional[str]:
-        for value, ptr in self._collect(flat, "multipleOf"):
-            if fraction or not (isinstance(value, int) and value == 1):
-                raise _unsupported("multipleOf", ptr)
         lowers = [(v, False, ptr) for v, ptr in self._collect(flat, "minimum")]
         lowers += [(v, True, ptr) for v, ptr in self._collect(flat, "exclusiveMinimum")]
         uppers = [(v, False, ptr) for v, ptr in self._collect(flat, "maximum")]
         uppers += [(v, True, ptr) for v, ptr in self._collect(flat, "exclusiveMaximum")]
+        steps = self._collect(flat, "multipleOf")
+        if steps:
+            if len({(type(v), v) for v, _ in steps}) > 1:
+                raise _refuse("multipleOf", steps[1][1], "several different multipleOf "
+                              "values cannot be combined; keep one (their least common multiple)")
+            try:
+                return multiple_of_regex(steps[0][0], [(v, x) for v, x, _ in lowers],
+                                         [(v, x) for v, x, _ in uppers], not fraction)
+            except MultipleOfError as exc:
+                raise _refuse("multipleOf", steps[0][1], str(exc)) from None
         if not fraction:
             lo = hi = None
             for v, strict, _ in lowers:
