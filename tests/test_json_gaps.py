@@ -182,8 +182,116 @@ def test_multiple_of_combinations_refused_clearly():
 def test_gap_module_doctests():
     import doctest
 
-    from hf_constrained.json_schema import negation, numbers, refs
+    from hf_constrained.json_schema import formats, negation, numbers, refs
 
-    for module in (numbers, refs, negation):
+    for module in (numbers, refs, negation, formats):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+# ---------------------------------------------------------------------------
+# formats
+# ---------------------------------------------------------------------------
+
+from hf_constrained.json_schema import FORMATS, _FORMAT_LENGTHS, _length_range, parse_regex  # noqa: E402
+from hf_constrained.json_schema import formats as fm  # noqa: E402
+
+_CHECKED = ("ipv6", "uri-reference", "iri", "iri-reference", "idn-email", "idn-hostname",
+            "json-pointer", "relative-json-pointer", "duration", "uri-template", "regex",
+            "uri", "date-time", "time", "hostname")
+
+
+def test_checker_packages_installed():
+    """The oracles below need the checker packages of the test extra."""
+    missing = [f for f in _CHECKED if f not in FormatChecker().checkers]
+    assert not missing, f"install the test extra (jsonschema format checkers for {missing})"
+
+
+@pytest.mark.parametrize("fmt", _CHECKED)
+def test_format_strings_pass_the_checker(fmt):
+    """Random strings of the format's regex pass jsonschema's FormatChecker, in every
+    draft that asserts the format."""
+    regex = FORMATS[fmt]
+    rng = random.Random(fmt)
+    checker = Draft202012Validator.FORMAT_CHECKER  # FormatChecker() has draft 3's 'time'
+    for _ in range(2000):
+        value = json.loads('"' + random_match(regex, rng) + '"')
+        assert checker.conforms(value, fmt), (fmt, value)
+    for draft in ("http://json-schema.org/draft-07/schema#",
+                  "https://json-schema.org/draft/2020-12/schema"):
+        check_samples({"$schema": draft, "type": "string", "format": fmt}, n=40)
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "regex"])
+def test_format_length_table(fmt):
+    assert _FORMAT_LENGTHS[fmt] == _length_range(parse_regex(FORMATS[fmt]))
+
+
+def _ipv6_ok(text: str) -> bool:
+    import ipaddress
+
+    try:
+        return not ipaddress.IPv6Address(text).scope_id
+    except ValueError:
+        return False
+
+
+def test_ipv6_is_exact():
+    """Against ipaddress on random strings over the address alphabet and on
+    structured candidates (hextets, empty parts, dotted quads, leading zeros)."""
+    rng = random.Random(6)
+    compiled = re.compile(FORMATS["ipv6"])
+    candidates = ["".join(rng.choice("0aF:::.1") for _ in range(rng.randrange(1, 20)))
+                  for _ in range(60000)]
+    pieces = ["", "0", "ffff", "1a2", "12345", "1.2.3.4", "01.2.3.4", "256.1.1.1", "Ab"]
+    candidates += [":".join(rng.choice(pieces) for _ in range(rng.randrange(2, 11)))
+                   for _ in range(60000)]
+    candidates += ["::", "::1", "1::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8",
+                   "::ffff:1.2.3.4", "1:2:3:4:5:6:1.2.3.4", "fe80::1%eth0", "1:2:3:4:5:6:7:8:9"]
+    wrong = [c for c in candidates if bool(compiled.fullmatch(c)) != _ipv6_ok(c)]
+    assert not wrong, wrong[:5]
+    assert sum(map(_ipv6_ok, candidates)) > 1000
+
+
+def test_format_examples_and_widened_subsets():
+    yes = {"uri": ["mailto:a.b@example.org", "urn:isbn:0451450523", "https://x.io/a?b#c"],
+           "date-time": ["2024-02-29t12:00:00z", "2024-02-29T12:00:00.5+01:00"],
+           "uri-reference": ["", "a/b", "/a/b?x#y", "#frag", "//host.io/p", "../x"],
+           "json-pointer": ["", "/", "/a~0b/c~1d/0"],
+           "relative-json-pointer": ["0", "1/a", "10#", "2"],
+           "duration": ["P1Y2M3DT4H5M6S", "PT0S", "P3W", "P1D"],
+           "uri-template": ["http://x.io/{user}/{+path}{?q,lang}", "{a:3}{b*}"],
+           "regex": ["^[a-z]+$", "(a|b)*c", "\\\\d{2,}", "(?:x(y)?)+?"],
+           "idn-hostname": ["example.com", "a-b.c-d.io"]}
+    no = {"uri": ["a/b", "mailto:", "urn:x"],
+          "uri-reference": ["a:b/c", "a b", "%zz"],
+          "json-pointer": ["a", "/~2", "/~"],
+          "relative-json-pointer": ["", "01", "-1/a", "1a", "00#"],
+          "duration": ["P", "PT", "P1Y1W", "1D", "P1H"],
+          "regex": ["(", "a**", "[z-a]", "*", "\\\\"],
+          "idn-hostname": ["ab--c.com", "xn--ab.com", "-a.com"]}
+    checker = Draft202012Validator.FORMAT_CHECKER  # FormatChecker() has draft 3's 'time'
+    for fmt, texts in yes.items():
+        for t in texts:
+            assert re.fullmatch(FORMATS[fmt], t), (fmt, t)
+            assert checker.conforms(json.loads('"' + t + '"'), fmt), (fmt, t)
+    for fmt, texts in no.items():
+        for t in texts:
+            assert not re.fullmatch(FORMATS[fmt], t), (fmt, t)
+
+
+def test_regex_format_values_compile():
+    """Every regex-format value compiles with Python's re (and stays in the ECMA subset:
+    no lookaround, named groups, inline flags or possessive quantifiers)."""
+    rng = random.Random(11)
+    warnings.simplefilter("error")  # e.g. FutureWarning: possible set operation "[&&]"
+    for _ in range(5000):
+        value = json.loads('"' + random_match(fm.REGEX, rng, max_extra=3) + '"')
+        re.compile(value)
+        i = 0
+        while i < len(value):  # outside escapes, "(?" only opens "(?:"
+            if value[i] == "\\":
+                i += 2
+                continue
+            assert not value.startswith("(?", i) or value.startswith("(?:", i), value
+            i += 1

@@ -23,8 +23,8 @@ Public API
     included) and :data:`STRING_CHAR` (one character of a string's body);
   - string formats (the *content* of the string, without the quotes):
     :data:`DATE`, :data:`TIME`, :data:`DATE_TIME`, :data:`UUID`,
-    :data:`EMAIL`, :data:`IPV4`, :data:`URI`.  Use :func:`quoted` to turn
-    one into a JSON string token.
+    :data:`EMAIL`, :data:`IPV4`, :data:`URI` (more in :mod:`.formats` and
+    :data:`FORMATS`).  Use :func:`quoted` to turn one into a JSON string token.
 
 * :func:`suite_table` / ``python -m hf_constrained.json_schema --suite-table
   DIR`` -- markdown table of accepted / refused schemas of a
@@ -104,7 +104,11 @@ Supported keywords
 or items that the keyword's own subtree does not evaluate must satisfy it),
 ``maxProperties`` (free-form objects), ``items``, ``prefixItems``,
 ``minItems``, ``maxItems``, ``minLength``, ``maxLength``, ``pattern``,
-``format`` (date, time, date-time, uuid, email, ipv4, uri), ``minimum``,
+``format`` (date, time, date-time, uuid, email, idn-email, hostname,
+idn-hostname, ipv4, ipv6, uri, uri-reference, iri, iri-reference,
+uri-template, json-pointer, relative-json-pointer, duration, regex: every
+format jsonschema's checkers assert; see :mod:`.formats` for the subsets),
+``minimum``,
 ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf`` (see
 :mod:`.numbers`: exact for integral steps dividing a power of ten, the binary
 subset for decimal steps, enumerated otherwise when bounded), ``anyOf``,
@@ -160,6 +164,7 @@ from functools import lru_cache
 from .._gc import gc_paused
 from ..errors import RegexSyntaxError, SchemaError, UnsupportedRegexError
 from .drafts import canonical, check_metaschema, detect_draft
+from .formats import FORMAT_LENGTHS, MORE_FORMATS, uri_reference
 from .negation import negate
 from .numbers import MultipleOfError, multiple_of_regex
 from ..regex_parser import (
@@ -276,14 +281,15 @@ _MONTH_DAY = (
 DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
 
 #: RFC 3339 ``full-time``: ``HH:MM:SS``, optional fraction (1-6 digits),
-#: mandatory offset ``Z`` or ``+HH:MM``/``-HH:MM``.  No leap seconds.
+#: mandatory offset ``Z`` (or ``z``, as RFC 3339 allows) or ``+HH:MM``/``-HH:MM``.
+#: No leap seconds.
 TIME = (
     r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
-    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+    r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 )
 
-#: RFC 3339 ``date-time``: :data:`DATE` ``T`` :data:`TIME`.
-DATE_TIME = DATE + "T" + TIME
+#: RFC 3339 ``date-time``: :data:`DATE` ``T`` (or ``t``) :data:`TIME`.
+DATE_TIME = DATE + "[Tt]" + TIME
 
 #: RFC 4122 textual UUID (any version, either case).
 UUID = (
@@ -306,10 +312,12 @@ IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
 _PCHAR = r"(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})"
 
 #: A conservative absolute RFC 3986 URI: ``scheme://host[:port][/path]
-#: [?query][#fragment]`` with a DNS host name.
+#: [?query][#fragment]`` with a DNS host name, ``mailto:`` + :data:`EMAIL`, or
+#: ``urn:NID:NSS``.
 URI = (
-    rf"[A-Za-z][A-Za-z0-9+.-]*://{_HOSTNAME}(?::[0-9]{{1,5}})?"
+    rf"(?:[A-Za-z][A-Za-z0-9+.-]*://{_HOSTNAME}(?::[0-9]{{1,5}})?"
     rf"(?:/{_PCHAR}*)*(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+    rf"|mailto:{EMAIL}|urn:[A-Za-z0-9][A-Za-z0-9-]{{0,31}}:{_PCHAR}(?:{_PCHAR}|/)*)"
 )
 
 _SHORT_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,18}[A-Za-z0-9])?"
@@ -329,6 +337,11 @@ FORMATS = {
     "email": EMAIL,
     "ipv4": IPV4,
     "uri": URI,
+    "uri-reference": uri_reference(URI),
+    "iri": URI,  # every URI is an IRI
+    "iri-reference": uri_reference(URI),
+    "idn-email": EMAIL,
+    **MORE_FORMATS,
 }
 
 # (shortest, longest) content length of each format (None: unbounded).
@@ -341,6 +354,7 @@ _FORMAT_LENGTHS = {
     "ipv4": (7, 15),
     "uri": (5, None),
     "hostname": (4, 125),
+    **FORMAT_LENGTHS,
 }
 
 
