@@ -295,3 +295,62 @@ def test_regex_format_values_compile():
                 continue
             assert not value.startswith("(?", i) or value.startswith("(?:", i), value
             i += 1
+
+
+# ---------------------------------------------------------------------------
+# oneOf: separators (a sub-language of a branch that excludes another branch)
+# ---------------------------------------------------------------------------
+
+
+def check_one_of(schema, pointer=("oneOf",), n=80, expect=None):
+    """Sampled documents validate and match exactly one branch of the oneOf at
+    ``pointer`` (applied to the document itself); ``expect`` branch indices must occur."""
+    regex = check_samples(schema, n=n, whitespace="")
+    node = schema
+    for tok in pointer:
+        node = node[tok]
+    v = _validator(schema)
+    rng = random.Random(1)
+    seen = set()
+    for _ in range(n):
+        doc = json.loads(random_match(regex, rng))
+        hits = [i for i, b in enumerate(node) if v.evolve(schema=b).is_valid(doc)]
+        assert len(hits) == 1, (doc, hits)
+        seen.add(hits[0])
+    assert expect is None or set(expect) <= seen, seen
+    return regex
+
+
+def test_one_of_discriminator_without_required():
+    """Branches that only differ by a property's const (no `required`): an object
+    without it matches every branch, so each branch is generated with it required."""
+    schema = {"type": "object", "oneOf": [
+        {"properties": {"shape": {"const": "circle"}, "r": {"type": "number"}}},
+        {"properties": {"shape": {"enum": ["square", "rect"]}, "w": {"type": "integer"}}},
+        {"properties": {"shape": {"const": "triangle"}}}]}
+    regex = check_one_of(schema, expect=[0, 1, 2])
+    assert matches(regex, {"shape": "circle", "r": 1})
+    assert not matches(regex, {})  # valid for all three branches: not oneOf
+    assert not _validator(schema).is_valid({})
+
+
+def test_one_of_property_forbidden_by_a_closed_branch():
+    schema = {"oneOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+        {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]},
+        {"type": "object", "properties": {"c": {"type": "boolean"}, "b": False}, "required": ["c"]}]}
+    check_one_of(schema, expect=[0, 1, 2])
+
+
+def test_one_of_enum_negation_outside_the_values():
+    """oneOf [enum, {}] holds for the values outside the enum: strings longer than the
+    longest value, numbers beyond the extremes, the other boolean."""
+    for typ, enum in (("string", ["", "window"]), ("integer", [3, 7]), ("boolean", [True])):
+        schema = {"type": typ, "oneOf": [{"enum": enum}, {}]}
+        regex = check_one_of(schema, expect=[1])
+        assert not any(matches(regex, e) for e in enum)
+
+
+def test_one_of_still_refused_when_nothing_separates():
+    with pytest.raises(SchemaError, match=r"'oneOf' at /oneOf: no branch could be generated"):
+        schema_to_regex({"type": "string", "oneOf": [{"pattern": "a"}, {"pattern": "b"}]})

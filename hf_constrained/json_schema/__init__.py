@@ -1175,6 +1175,9 @@ def _load(schema: Any) -> Any:
 # ---------------------------------------------------------------------------
 
 
+_TOO_MANY = object()  # a oneOf branch whose negated siblings distribute too far
+
+
 class _Part(NamedTuple):
     """One conjunct of the schema being converted.
 
@@ -1489,38 +1492,70 @@ class _Converter:
         alts = []
         for i, b in enumerate(branches):
             parts = base + [self.part(b, _ptr(p, keyword, i), lin)]
-            combos = 1
             if keyword == "oneOf" and self.has_unevaluated:
                 if i == 0:  # negated branches would count as evaluating
                     self._check_disjoint(branches, _ptr(p, keyword))
             elif keyword == "oneOf":
-                # exactly one branch: conjoin the negation of every other
-                # branch that is not provably disjoint from this one
-                for j, other in enumerate(branches):
-                    if j == i or self._disjoint(b, other, _ptr(p, keyword)):
-                        continue
-                    jptr = _ptr(p, keyword, j)
-                    neg = self.negation(other, jptr)
-                    if neg is False:
-                        parts = None
-                        break
-                    parts.append(self.part(neg, jptr, lin))
-                    combos *= _alternatives(neg)
-                    if combos > MAX_NEGATION_ALTERNATIVES:
-                        raise _refuse(
-                            "oneOf", _ptr(p, keyword),
-                            f"branch {i} overlaps the other branches and negating them gives "
-                            f"more than MAX_NEGATION_ALTERNATIVES={MAX_NEGATION_ALTERNATIVES} "
-                            "alternatives; use anyOf if overlapping is acceptable, or make the "
-                            "branches disjoint (a required property with different const values)")
+                # exactly one branch: conjoin, for every other branch that is not
+                # provably disjoint from this one, a separator (a sub-language of
+                # this branch that excludes it) or its negation
+                alts.append(self._one_of_branch(base, branches, i, _ptr(p, keyword), lin))
+                continue
             if parts is not None:
                 alts.append(self.convert(parts))
+        if keyword == "oneOf" and not self.has_unevaluated:
+            if any(a is _TOO_MANY for a in alts) and not any(isinstance(a, str) for a in alts):
+                i = alts.index(_TOO_MANY)
+                raise _refuse(
+                    "oneOf", _ptr(p, keyword),
+                    f"branch {i} overlaps the other branches and negating them gives "
+                    f"more than MAX_NEGATION_ALTERNATIVES={MAX_NEGATION_ALTERNATIVES} "
+                    "alternatives; use anyOf if overlapping is acceptable, or make the "
+                    "branches disjoint (a required property with different const values)")
+            alts = [a for a in alts if a is not _TOO_MANY]
         if keyword == "oneOf" and not any(a is not None for a in alts) and branches:
             raise _refuse("oneOf", _ptr(p, keyword), "no branch could be generated so that "
                           "the other branches fail (their negation is not expressible); use "
                           "anyOf if overlapping is acceptable, or make the branches disjoint "
                           "(different types, or a required property with different const values)")
         return _alt(alts)
+
+    def _one_of_branch(self, base: list, branches: list, i: int, ptr: str, lin: tuple):
+        """Regex of branch ``i`` of a oneOf restricted so that every other branch
+        fails (None: nothing left; ``_TOO_MANY``: negations distribute too far).
+        Tried with separators first, then with negations only."""
+        b = branches[i]
+        result = None
+        for separate in (True, False):
+            parts = base + [self.part(b, _ptr(ptr, i), lin)]
+            combos, used = 1, False
+            for j, other in enumerate(branches):
+                if j == i:
+                    continue
+                sep = self._separator(b, other, ptr)
+                if sep is True:
+                    continue
+                jptr = _ptr(ptr, j)
+                if separate and sep is not None:
+                    parts.append(self.part(sep, jptr, lin))
+                    used = True
+                    continue
+                neg = self.negation(other, jptr)
+                if neg is False:
+                    parts = None
+                    break
+                parts.append(self.part(neg, jptr, lin))
+                combos *= _alternatives(neg)
+                if combos > MAX_NEGATION_ALTERNATIVES:
+                    parts = _TOO_MANY
+                    break
+            if parts is _TOO_MANY:
+                result = result if isinstance(result, str) else _TOO_MANY
+            elif parts is not None:
+                result = self.convert(parts)
+            if isinstance(result, str) or not used:
+                return result
+        return result
 
     def negation(self, schema: Any, ptr: str) -> Any:
         """A schema whose instances all fail ``schema`` (see negation.py)."""
@@ -1613,6 +1648,38 @@ class _Converter:
                     or self._excludes(pb[name], pa[name], ptr)):
                 return True
         return False
+
+    def _separator(self, a: Any, b: Any, ptr: str) -> Any:
+        """A schema ``S`` such that no instance of ``a`` ∧ ``S`` is valid for ``b``:
+        True when ``a`` and ``b`` are disjoint already, None when none is known.
+
+        ``S`` requires a property ``name`` (so the instance is an object that has
+        it) where ``a`` and ``b`` give ``name`` disjoint const/enum values, or where
+        ``b`` forbids ``name`` (``properties: {name: false}``, or
+        ``additionalProperties: false`` without ``name`` and without
+        ``patternProperties``).  Both facts hold for every instance of ``a`` ∧ ``S``,
+        whatever else ``a`` and ``b`` say, since top-level keywords are conjuncts.
+        """
+        if self._disjoint(a, b, ptr):
+            return True
+        da, db = self._deref(a), self._deref(b)
+        if not (isinstance(da, dict) and isinstance(db, dict)):
+            return None
+        pa, pb = da.get("properties", {}), db.get("properties", {})
+        if not (isinstance(pa, dict) and isinstance(pb, dict)):
+            return None
+        for name in pa:
+            if name in pb and pa[name] is not False and (
+                    self._excludes(pa[name], pb[name], ptr) or self._excludes(pb[name], pa[name], ptr)):
+                return {"type": "object", "required": [name]}
+        req = da.get("required") if isinstance(da.get("required"), list) else []
+        closed = db.get("additionalProperties") is False and not db.get("patternProperties")
+        for name in list(dict.fromkeys(req + list(pa))):
+            if not isinstance(name, str) or pa.get(name) is False:
+                continue
+            if pb.get(name) is False or (closed and name not in pb):
+                return {"type": "object", "required": [name]}
+        return None
 
     def _check_disjoint(self, branches: list, ptr: str) -> None:
         for i in range(len(branches)):
