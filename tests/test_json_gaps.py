@@ -354,3 +354,14 @@ def test_one_of_enum_negation_outside_the_values():
 def test_one_of_still_refused_when_nothing_separates():
     with pytest.raises(SchemaError, match=r"'oneOf' at /oneOf: no branch could be generated"):
         schema_to_regex({"type": "string", "oneOf": [{"pattern": "a"}, {"pattern": "b"}]})
+
+
+def test_one_of_that_no_branch_satisfies_drops_only_its_optional_property():
+    """A oneOf nothing can satisfy (identical branches: every value matches both or
+    neither) under an optional property: the property is left out; required: refused."""
+    never = {"type": "string", "oneOf": [{"minLength": 1}, {"minLength": 1}]}
+    schema = {"type": "object", "properties": {"a": never, "b": {"type": "integer"}}}
+    regex = check_samples(schema, whitespace="")
+    assert matches(regex, {"b": 1}) and not matches(regex, {"a": "x", "b": 1})
+    with pytest.raises(SchemaError, match=r"'oneOf' at /properties/a/oneOf: no branch could"):
+        schema_to_regex({**schema, "required": ["a"]})

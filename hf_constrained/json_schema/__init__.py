@@ -1222,6 +1222,7 @@ class _Converter:
         self.max_depth = max_depth
         self.ref_counts: Counter = Counter()
         self.cuts: list[str] = []
+        self.empty_reasons: list[str] = []  # why a subschema came out empty (oneOf)
         self.recursion = None  # recursive.py's hook (max_recursion_depth=None): see _flatten
         self._ids = 0
         self._validator = None
@@ -1241,6 +1242,8 @@ class _Converter:
         self.ref_counts[""] = 1
         result = self.convert([self.part(self.root, "")])
         if result is None:
+            if self.empty_reasons and not self.cuts:  # a oneOf no branch could be generated for
+                raise SchemaError(self.empty_reasons[0])
             if self.cuts:
                 raise SchemaError(
                     f"keyword '$ref' at {self.cuts[0]}: the schema has no "
@@ -1506,18 +1509,22 @@ class _Converter:
         if keyword == "oneOf" and not self.has_unevaluated:
             if any(a is _TOO_MANY for a in alts) and not any(isinstance(a, str) for a in alts):
                 i = alts.index(_TOO_MANY)
-                raise _refuse(
+                self.empty_reasons.append(str(_refuse(
                     "oneOf", _ptr(p, keyword),
                     f"branch {i} overlaps the other branches and negating them gives "
                     f"more than MAX_NEGATION_ALTERNATIVES={MAX_NEGATION_ALTERNATIVES} "
                     "alternatives; use anyOf if overlapping is acceptable, or make the "
-                    "branches disjoint (a required property with different const values)")
+                    "branches disjoint (a required property with different const values)")))
+                return None
             alts = [a for a in alts if a is not _TOO_MANY]
         if keyword == "oneOf" and not any(a is not None for a in alts) and branches:
-            raise _refuse("oneOf", _ptr(p, keyword), "no branch could be generated so that "
-                          "the other branches fail (their negation is not expressible); use "
-                          "anyOf if overlapping is acceptable, or make the branches disjoint "
-                          "(different types, or a required property with different const values)")
+            # empty here: an optional property / array item / anyOf branch using it is
+            # simply not generated; if the whole schema is left empty, run() says why
+            self.empty_reasons.append(str(_refuse(
+                "oneOf", _ptr(p, keyword), "no branch could be generated so that the other "
+                "branches fail (their negation is not expressible); use anyOf if overlapping "
+                "is acceptable, or make the branches disjoint (different types, or a required "
+                "property with different const values)")))
         return _alt(alts)
 
     def _one_of_branch(self, base: list, branches: list, i: int, ptr: str, lin: tuple):
