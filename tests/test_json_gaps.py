@@ -365,3 +365,15 @@ def test_one_of_that_no_branch_satisfies_drops_only_its_optional_property():
     assert matches(regex, {"b": 1}) and not matches(regex, {"a": "x", "b": 1})
     with pytest.raises(SchemaError, match=r"'oneOf' at /properties/a/oneOf: no branch could"):
         schema_to_regex({**schema, "required": ["a"]})
+
+
+def test_one_of_anchored_patterns_with_incompatible_prefixes():
+    schema = {"oneOf": [{"type": "string", "pattern": "^https?://"},
+                        {"type": "string", "pattern": "^git://"}]}
+    check_one_of(schema, expect=[0, 1])
+    # untyped: non-strings match both patterns, so only strings are generated
+    regex = check_one_of({"oneOf": [{"pattern": "^ab"}, {"pattern": "^b[0-9]?$"}]},
+                         expect=[0, 1])
+    assert not matches(regex, 1) and not matches(regex, None)
+    with pytest.raises(SchemaError, match="no branch could"):  # "^a" and "^ab" overlap
+        schema_to_regex({"type": "string", "oneOf": [{"pattern": "^a"}, {"pattern": "^ab"}]})

@@ -1175,6 +1175,22 @@ def _load(schema: Any) -> Any:
 # ---------------------------------------------------------------------------
 
 
+def _literal_prefix(pattern: Any) -> Optional[str]:
+    """Text every string matching ``pattern`` (``re.search``) starts with, for a
+    pattern ``^literal...`` without ``|``; None otherwise.
+
+    >>> _literal_prefix("^https?://"), _literal_prefix("^git://x"), _literal_prefix("a|^b")
+    ('http', 'git://x', None)
+    """
+    if not isinstance(pattern, str) or not pattern.startswith("^") or "|" in pattern:
+        return None
+    m = re.match(r"[^.^$*+?{}\[\]\\|()]*", pattern[1:])
+    text = m.group(0)
+    if pattern[1 + len(text):2 + len(text)] in ("*", "+", "?", "{"):
+        text = text[:-1]  # the last character is quantified
+    return text or None
+
+
 _TOO_MANY = object()  # a oneOf branch whose negated siblings distribute too far
 
 
@@ -1672,6 +1688,9 @@ class _Converter:
         da, db = self._deref(a), self._deref(b)
         if not (isinstance(da, dict) and isinstance(db, dict)):
             return None
+        xa, xb = _literal_prefix(da.get("pattern")), _literal_prefix(db.get("pattern"))
+        if xa is not None and xb is not None and not (xa.startswith(xb) or xb.startswith(xa)):
+            return {"type": "string"}  # strings matching both would start with both prefixes
         pa, pb = da.get("properties", {}), db.get("properties", {})
         if not (isinstance(pa, dict) and isinstance(pb, dict)):
             return None
