@@ -112,7 +112,10 @@ format jsonschema's checkers assert; see :mod:`.formats` for the subsets),
 ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf`` (see
 :mod:`.numbers`: exact for integral steps dividing a power of ten, the binary
 subset for decimal steps, enumerated otherwise when bounded), ``anyOf``,
-``oneOf`` (provably disjoint branches only), ``allOf`` (merged exactly),
+``oneOf`` (each branch conjoined, per overlapping sibling, with a *separator* --
+a required property whose values differ or that the sibling forbids, or an
+incompatible anchored ``pattern`` prefix -- or else the sibling's negation;
+a branch that cannot be separated is left out), ``allOf`` (merged exactly),
 ``not`` (boolean or ``type``-only), ``if`` with a boolean condition,
 ``$ref`` (local: ``#``, ``#/json/pointer``, ``#anchor``), ``$defs``,
 ``definitions`` and boolean schemas.  Annotations are ignored:
@@ -136,8 +139,10 @@ formats and keywords...) raises :class:`SchemaError`.  So do ``number``
 bounds beyond 2**53 and exclusive ``number`` bounds so large that float
 rounding could reach them (``integer`` bounds are always exact), several
 different ``pattern``/``format`` on one string, ``pattern``/``format``
-combined with a length bound they do not already imply, ``oneOf`` branches
-that cannot be proven disjoint, and schemas that admit no value.
+combined with a length bound they do not already imply, a ``oneOf`` none of
+whose branches can be separated from its siblings (where it is required),
+``multipleOf`` steps without digit structure on unbounded values (see
+:mod:`.numbers`), and schemas that admit no value.
 
 Size limits: bounds such as ``maxLength: 100000`` or ``maxItems: 5000`` stay
 counted repetitions (the automaton tracks them with counters, so they cost
