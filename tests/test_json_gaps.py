@@ -377,3 +377,9 @@ def test_one_of_anchored_patterns_with_incompatible_prefixes():
     assert not matches(regex, 1) and not matches(regex, None)
     with pytest.raises(SchemaError, match="no branch could"):  # "^a" and "^ab" overlap
         schema_to_regex({"type": "string", "oneOf": [{"pattern": "^a"}, {"pattern": "^ab"}]})
+
+
+def test_enum_negation_with_huge_numbers_does_not_refuse():
+    regex = check_one_of({"oneOf": [{"enum": [1e300, "a"]}, {"type": ["number", "string"]}]},
+                         expect=[1])
+    assert not matches(regex, "a")

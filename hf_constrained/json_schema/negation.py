@@ -86,7 +86,7 @@ def _outside_values(values: list) -> list:
     if strings:
         out.append({"type": "string", "minLength": max(len(v) for v in strings) + 1})
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if numbers:
+    if numbers and all(abs(v) <= 10**9 for v in numbers):  # larger exclusive bounds are refused
         out.append({"type": "number", "exclusiveMinimum": max(numbers)})
         out.append({"type": "number", "exclusiveMaximum": min(numbers)})
     bools = {v for v in values if isinstance(v, bool)}
