@@ -383,3 +383,17 @@ def test_enum_negation_with_huge_numbers_does_not_refuse():
     regex = check_one_of({"oneOf": [{"enum": [1e300, "a"]}, {"type": ["number", "string"]}]},
                          expect=[1])
     assert not matches(regex, "a")
+
+
+def test_one_of_branch_omits_what_a_sibling_requires():
+    """GeoJSON-like: the last branch's discriminator is a typo (`emum`, ignored), so it
+    overlaps the seven others, whose seven negations distribute too far; it is generated
+    without their required `coordinates` instead (and they without its `geometries`)."""
+    kinds = ["Point", "Line", "Polygon", "MultiPoint", "MultiLine", "MultiPolygon", "Box"]
+    branches = [{"type": "object", "required": ["type", "coordinates"],
+                 "properties": {"type": {"enum": [k]}, "coordinates": {"type": "array"}}}
+                for k in kinds]
+    branches.append({"type": "object", "required": ["type", "geometries"],
+                     "properties": {"type": {"type": "string", "emum": ["Coll"]},
+                                    "geometries": {"type": "array"}}})
+    check_one_of({"oneOf": branches}, n=300, expect=range(8))

@@ -1685,7 +1685,8 @@ class _Converter:
         it) where ``a`` and ``b`` give ``name`` disjoint const/enum values, or where
         ``b`` forbids ``name`` (``properties: {name: false}``, or
         ``additionalProperties: false`` without ``name`` and without
-        ``patternProperties``).  Both facts hold for every instance of ``a`` ∧ ``S``,
+        ``patternProperties``), or forbids a property that ``b`` requires and ``a``
+        does not.  Both facts hold for every instance of ``a`` ∧ ``S``,
         whatever else ``a`` and ``b`` say, since top-level keywords are conjuncts.
         """
         if self._disjoint(a, b, ptr):
@@ -1710,6 +1711,9 @@ class _Converter:
                 continue
             if pb.get(name) is False or (closed and name not in pb):
                 return {"type": "object", "required": [name]}
+        for name in db.get("required") if isinstance(db.get("required"), list) else []:
+            if isinstance(name, str) and name not in req:  # a may omit what b requires
+                return {"type": "object", "properties": {name: False}}
         return None
 
     def _check_disjoint(self, branches: list, ptr: str) -> None:
