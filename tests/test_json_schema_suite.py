@@ -56,7 +56,13 @@ DEPTH = ("nesting beyond max_recursion_depth / ANY_VALUE_MAX_DEPTH is "
 NEGATION = ("the negation of a oneOf branch / if condition is under-approximated "
             "(see json_schema/negation.py)")
 
+BINARY_MULTIPLES = ("decimal multipleOf steps generate their binary-fraction multiples within "
+                    "2**53 float exactness (see json_schema/numbers.py)")
+
 UNREPRESENTABLE = {
+    ("multipleOf.json", "by small number", "0.0075 is multiple of 0.0001"): BINARY_MULTIPLES,
+    ("multipleOf.json", "small multiple of large integer",
+     "any integer is a multiple of 1e-8"): BINARY_MULTIPLES,
     ("additionalProperties.json", "additionalProperties being false does not allow other properties",
      "patternProperties are not additional properties"): PATTERN_ONLY,
     ("additionalProperties.json", "non-ASCII pattern with additionalProperties",

@@ -23,8 +23,8 @@ Public API
     included) and :data:`STRING_CHAR` (one character of a string's body);
   - string formats (the *content* of the string, without the quotes):
     :data:`DATE`, :data:`TIME`, :data:`DATE_TIME`, :data:`UUID`,
-    :data:`EMAIL`, :data:`IPV4`, :data:`URI`.  Use :func:`quoted` to turn
-    one into a JSON string token.
+    :data:`EMAIL`, :data:`IPV4`, :data:`URI` (more in :mod:`.formats` and
+    :data:`FORMATS`).  Use :func:`quoted` to turn one into a JSON string token.
 
 * :func:`suite_table` / ``python -m hf_constrained.json_schema --suite-table
   DIR`` -- markdown table of accepted / refused schemas of a
@@ -112,9 +112,18 @@ Supported keywords
 or items that the keyword's own subtree does not evaluate must satisfy it),
 ``maxProperties`` (free-form objects), ``items``, ``prefixItems``,
 ``minItems``, ``maxItems``, ``minLength``, ``maxLength``, ``pattern``,
-``format`` (date, time, date-time, uuid, email, ipv4, uri), ``minimum``,
-``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``anyOf``,
-``oneOf`` (provably disjoint branches only), ``allOf`` (merged exactly),
+``format`` (date, time, date-time, uuid, email, idn-email, hostname,
+idn-hostname, ipv4, ipv6, uri, uri-reference, iri, iri-reference,
+uri-template, json-pointer, relative-json-pointer, duration, regex: every
+format jsonschema's checkers assert; see :mod:`.formats` for the subsets),
+``minimum``,
+``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf`` (see
+:mod:`.numbers`: exact for integral steps dividing a power of ten, the binary
+subset for decimal steps, enumerated otherwise when bounded), ``anyOf``,
+``oneOf`` (each branch conjoined, per overlapping sibling, with a *separator* --
+a required property whose values differ or that the sibling forbids, or an
+incompatible anchored ``pattern`` prefix -- or else the sibling's negation;
+a branch that cannot be separated is left out), ``allOf`` (merged exactly),
 ``not`` (boolean or ``type``-only), ``if`` with a boolean condition,
 ``$ref`` (local: ``#``, ``#/json/pointer``, ``#anchor``), ``$defs``,
 ``definitions`` and boolean schemas.  Annotations are ignored:
@@ -132,14 +141,16 @@ honoured exactly.
 
 Everything else (``uniqueItems``, ``contains``, ``dependentRequired``,
 ``dependentSchemas``, ``minProperties``/``maxProperties`` when not trivial,
-``multipleOf``, ``if``/``then``/``else``, general ``not``, ``$dynamicRef``,
+``if``/``then``/``else``, general ``not``, ``$dynamicRef``,
 remote ``$ref``, an embedded ``$id`` resource containing ``$ref``, unknown
 formats and keywords...) raises :class:`SchemaError`.  So do ``number``
 bounds beyond 2**53 and exclusive ``number`` bounds so large that float
 rounding could reach them (``integer`` bounds are always exact), several
 different ``pattern`` on one string, ``pattern``/``format`` combinations
-and length bounds beyond what is described above, ``oneOf`` branches
-that cannot be proven disjoint, and schemas that admit no value.
+and length bounds beyond what is described above, a ``oneOf`` none of
+whose branches can be separated from its siblings (where it is required),
+``multipleOf`` steps without digit structure on unbounded values (see
+:mod:`.numbers`), and schemas that admit no value.
 
 Size limits: bounds such as ``maxLength: 100000`` or ``maxItems: 5000`` stay
 counted repetitions (the automaton tracks them with counters, so they cost
@@ -166,7 +177,9 @@ from functools import lru_cache
 from .._gc import gc_paused
 from ..errors import RegexSyntaxError, SchemaError, UnsupportedRegexError
 from .drafts import canonical, check_metaschema, detect_draft
+from .formats import FORMAT_LENGTHS, MORE_FORMATS, uri_reference
 from .negation import negate
+from .numbers import MultipleOfError, multiple_of_regex
 from .string_formats import cap_length, intersect
 from .strings import (TooComplex, _alphabet, length_range,
                       restrict_length, search_tree)
@@ -291,14 +304,15 @@ _MONTH_DAY = (
 DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
 
 #: RFC 3339 ``full-time``: ``HH:MM:SS``, optional fraction (1-6 digits),
-#: mandatory offset ``Z`` or ``+HH:MM``/``-HH:MM``.  No leap seconds.
+#: mandatory offset ``Z`` (or ``z``, as RFC 3339 allows) or ``+HH:MM``/``-HH:MM``.
+#: No leap seconds.
 TIME = (
     r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
-    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+    r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 )
 
-#: RFC 3339 ``date-time``: :data:`DATE` ``T`` :data:`TIME`.
-DATE_TIME = DATE + "T" + TIME
+#: RFC 3339 ``date-time``: :data:`DATE` ``T`` (or ``t``) :data:`TIME`.
+DATE_TIME = DATE + "[Tt]" + TIME
 
 #: RFC 4122 textual UUID (any version, either case).
 UUID = (
@@ -321,10 +335,12 @@ IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
 _PCHAR = r"(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})"
 
 #: A conservative absolute RFC 3986 URI: ``scheme://host[:port][/path]
-#: [?query][#fragment]`` with a DNS host name.
+#: [?query][#fragment]`` with a DNS host name, ``mailto:`` + :data:`EMAIL`, or
+#: ``urn:NID:NSS``.
 URI = (
-    rf"[A-Za-z][A-Za-z0-9+.-]*://{_HOSTNAME}(?::[0-9]{{1,5}})?"
+    rf"(?:[A-Za-z][A-Za-z0-9+.-]*://{_HOSTNAME}(?::[0-9]{{1,5}})?"
     rf"(?:/{_PCHAR}*)*(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+    rf"|mailto:{EMAIL}|urn:[A-Za-z0-9][A-Za-z0-9-]{{0,31}}:{_PCHAR}(?:{_PCHAR}|/)*)"
 )
 
 _SHORT_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,18}[A-Za-z0-9])?"
@@ -344,6 +360,11 @@ FORMATS = {
     "email": EMAIL,
     "ipv4": IPV4,
     "uri": URI,
+    "uri-reference": uri_reference(URI),
+    "iri": URI,  # every URI is an IRI
+    "iri-reference": uri_reference(URI),
+    "idn-email": EMAIL,
+    **MORE_FORMATS,
 }
 
 # (shortest, longest) content length of each format (None: unbounded).
@@ -356,6 +377,7 @@ _FORMAT_LENGTHS = {
     "ipv4": (7, 15),
     "uri": (5, None),
     "hostname": (4, 125),
+    **FORMAT_LENGTHS,
 }
 
 
@@ -1187,6 +1209,25 @@ def _load(schema: Any) -> Any:
 # ---------------------------------------------------------------------------
 
 
+def _literal_prefix(pattern: Any) -> Optional[str]:
+    """Text every string matching ``pattern`` (``re.search``) starts with, for a
+    pattern ``^literal...`` without ``|``; None otherwise.
+
+    >>> _literal_prefix("^https?://"), _literal_prefix("^git://x"), _literal_prefix("a|^b")
+    ('http', 'git://x', None)
+    """
+    if not isinstance(pattern, str) or not pattern.startswith("^") or "|" in pattern:
+        return None
+    m = re.match(r"[^.^$*+?{}\[\]\\|()]*", pattern[1:])
+    text = m.group(0)
+    if pattern[1 + len(text):2 + len(text)] in ("*", "+", "?", "{"):
+        text = text[:-1]  # the last character is quantified
+    return text or None
+
+
+_TOO_MANY = object()  # a oneOf branch whose negated siblings distribute too far
+
+
 class _Part(NamedTuple):
     """One conjunct of the schema being converted.
 
@@ -1235,6 +1276,7 @@ class _Converter:
         self.max_depth = max_depth
         self.ref_counts: Counter = Counter()
         self.cuts: list[str] = []
+        self.empty_reasons: list[str] = []  # why a subschema came out empty (oneOf)
         self.recursion = None  # recursive.py's hook (max_recursion_depth=None): see _flatten
         self._ids = 0
         self._validator = None
@@ -1257,6 +1299,8 @@ class _Converter:
         self.ref_counts[""] = 1
         result = self.convert([self.part(self.root, "")])
         if result is None:
+            if self.empty_reasons and not self.cuts:  # a oneOf no branch could be generated for
+                raise SchemaError(self.empty_reasons[0])
             if self.cuts:
                 raise SchemaError(
                     f"keyword '$ref' at {self.cuts[0]}: the schema has no "
@@ -1531,38 +1575,74 @@ class _Converter:
         alts = []
         for i, b in enumerate(branches):
             parts = base + [self.part(b, _ptr(p, keyword, i), lin)]
-            combos = 1
             if keyword == "oneOf" and self.has_unevaluated:
                 if i == 0:  # negated branches would count as evaluating
                     self._check_disjoint(branches, _ptr(p, keyword))
             elif keyword == "oneOf":
-                # exactly one branch: conjoin the negation of every other
-                # branch that is not provably disjoint from this one
-                for j, other in enumerate(branches):
-                    if j == i or self._disjoint(b, other, _ptr(p, keyword)):
-                        continue
-                    jptr = _ptr(p, keyword, j)
-                    neg = self.negation(other, jptr)
-                    if neg is False:
-                        parts = None
-                        break
-                    parts.append(self.part(neg, jptr, lin))
-                    combos *= _alternatives(neg)
-                    if combos > MAX_NEGATION_ALTERNATIVES:
-                        raise _refuse(
-                            "oneOf", _ptr(p, keyword),
-                            f"branch {i} overlaps the other branches and negating them gives "
-                            f"more than MAX_NEGATION_ALTERNATIVES={MAX_NEGATION_ALTERNATIVES} "
-                            "alternatives; use anyOf if overlapping is acceptable, or make the "
-                            "branches disjoint (a required property with different const values)")
+                # exactly one branch: conjoin, for every other branch that is not
+                # provably disjoint from this one, a separator (a sub-language of
+                # this branch that excludes it) or its negation
+                alts.append(self._one_of_branch(base, branches, i, _ptr(p, keyword), lin))
+                continue
             if parts is not None:
                 alts.append(self.convert(parts))
+        if keyword == "oneOf" and not self.has_unevaluated:
+            if any(a is _TOO_MANY for a in alts) and not any(isinstance(a, str) for a in alts):
+                i = alts.index(_TOO_MANY)
+                self.empty_reasons.append(str(_refuse(
+                    "oneOf", _ptr(p, keyword),
+                    f"branch {i} overlaps the other branches and negating them gives "
+                    f"more than MAX_NEGATION_ALTERNATIVES={MAX_NEGATION_ALTERNATIVES} "
+                    "alternatives; use anyOf if overlapping is acceptable, or make the "
+                    "branches disjoint (a required property with different const values)")))
+                return None
+            alts = [a for a in alts if a is not _TOO_MANY]
         if keyword == "oneOf" and not any(a is not None for a in alts) and branches:
-            raise _refuse("oneOf", _ptr(p, keyword), "no branch could be generated so that "
-                          "the other branches fail (their negation is not expressible); use "
-                          "anyOf if overlapping is acceptable, or make the branches disjoint "
-                          "(different types, or a required property with different const values)")
+            # empty here: an optional property / array item / anyOf branch using it is
+            # simply not generated; if the whole schema is left empty, run() says why
+            self.empty_reasons.append(str(_refuse(
+                "oneOf", _ptr(p, keyword), "no branch could be generated so that the other "
+                "branches fail (their negation is not expressible); use anyOf if overlapping "
+                "is acceptable, or make the branches disjoint (different types, or a required "
+                "property with different const values)")))
         return _alt(alts)
+
+    def _one_of_branch(self, base: list, branches: list, i: int, ptr: str, lin: tuple):
+        """Regex of branch ``i`` of a oneOf restricted so that every other branch
+        fails (None: nothing left; ``_TOO_MANY``: negations distribute too far).
+        Tried with separators first, then with negations only."""
+        b = branches[i]
+        result = None
+        for separate in (True, False):
+            parts = base + [self.part(b, _ptr(ptr, i), lin)]
+            combos, used = 1, False
+            for j, other in enumerate(branches):
+                if j == i:
+                    continue
+                sep = self._separator(b, other, ptr)
+                if sep is True:
+                    continue
+                jptr = _ptr(ptr, j)
+                if separate and sep is not None:
+                    parts.append(self.part(sep, jptr, lin))
+                    used = True
+                    continue
+                neg = self.negation(other, jptr)
+                if neg is False:
+                    parts = None
+                    break
+                parts.append(self.part(neg, jptr, lin))
+                combos *= _alternatives(neg)
+                if combos > MAX_NEGATION_ALTERNATIVES:
+                    parts = _TOO_MANY
+                    break
+            if parts is _TOO_MANY:
+                result = result if isinstance(result, str) else _TOO_MANY
+            elif parts is not None:
+                result = self.convert(parts)
+            if isinstance(result, str) or not used:
+                return result
+        return result
 
     def negation(self, schema: Any, ptr: str) -> Any:
         """A schema whose instances all fail ``schema`` (see negation.py)."""
@@ -1655,6 +1735,45 @@ class _Converter:
                     or self._excludes(pb[name], pa[name], ptr)):
                 return True
         return False
+
+    def _separator(self, a: Any, b: Any, ptr: str) -> Any:
+        """A schema ``S`` such that no instance of ``a`` ∧ ``S`` is valid for ``b``:
+        True when ``a`` and ``b`` are disjoint already, None when none is known.
+
+        ``S`` requires a property ``name`` (so the instance is an object that has
+        it) where ``a`` and ``b`` give ``name`` disjoint const/enum values, or where
+        ``b`` forbids ``name`` (``properties: {name: false}``, or
+        ``additionalProperties: false`` without ``name`` and without
+        ``patternProperties``), or forbids a property that ``b`` requires and ``a``
+        does not.  Both facts hold for every instance of ``a`` ∧ ``S``,
+        whatever else ``a`` and ``b`` say, since top-level keywords are conjuncts.
+        """
+        if self._disjoint(a, b, ptr):
+            return True
+        da, db = self._deref(a), self._deref(b)
+        if not (isinstance(da, dict) and isinstance(db, dict)):
+            return None
+        xa, xb = _literal_prefix(da.get("pattern")), _literal_prefix(db.get("pattern"))
+        if xa is not None and xb is not None and not (xa.startswith(xb) or xb.startswith(xa)):
+            return {"type": "string"}  # strings matching both would start with both prefixes
+        pa, pb = da.get("properties", {}), db.get("properties", {})
+        if not (isinstance(pa, dict) and isinstance(pb, dict)):
+            return None
+        for name in pa:
+            if name in pb and pa[name] is not False and (
+                    self._excludes(pa[name], pb[name], ptr) or self._excludes(pb[name], pa[name], ptr)):
+                return {"type": "object", "required": [name]}
+        req = da.get("required") if isinstance(da.get("required"), list) else []
+        closed = db.get("additionalProperties") is False and not db.get("patternProperties")
+        for name in list(dict.fromkeys(req + list(pa))):
+            if not isinstance(name, str) or pa.get(name) is False:
+                continue
+            if pb.get(name) is False or (closed and name not in pb):
+                return {"type": "object", "required": [name]}
+        for name in db.get("required") if isinstance(db.get("required"), list) else []:
+            if isinstance(name, str) and name not in req:  # a may omit what b requires
+                return {"type": "object", "properties": {name: False}}
+        return None
 
     def _check_disjoint(self, branches: list, ptr: str) -> None:
         for i in range(len(branches)):
@@ -1810,13 +1929,20 @@ class _Converter:
     # -- numbers --------------------------------------------------------------
 
     def _numeric(self, flat: list, fraction: bool) -> Optional[str]:
-        for value, ptr in self._collect(flat, "multipleOf"):
-            if fraction or not (isinstance(value, int) and value == 1):
-                raise _unsupported("multipleOf", ptr)
         lowers = [(v, False, ptr) for v, ptr in self._collect(flat, "minimum")]
         lowers += [(v, True, ptr) for v, ptr in self._collect(flat, "exclusiveMinimum")]
         uppers = [(v, False, ptr) for v, ptr in self._collect(flat, "maximum")]
         uppers += [(v, True, ptr) for v, ptr in self._collect(flat, "exclusiveMaximum")]
+        steps = self._collect(flat, "multipleOf")
+        if steps:
+            if len({(type(v), v) for v, _ in steps}) > 1:
+                raise _refuse("multipleOf", steps[1][1], "several different multipleOf "
+                              "values cannot be combined; keep one (their least common multiple)")
+            try:
+                return multiple_of_regex(steps[0][0], [(v, x) for v, x, _ in lowers],
+                                         [(v, x) for v, x, _ in uppers], not fraction)
+            except MultipleOfError as exc:
+                raise _refuse("multipleOf", steps[0][1], str(exc)) from None
         if not fraction:
             lo = hi = None
             for v, strict, _ in lowers:

@@ -43,6 +43,7 @@ import warnings
 from typing import Any, Optional
 
 from ..errors import SchemaError
+from .refs import keep_ref_targets
 
 __all__ = ["DRAFTS", "canonical", "detect_draft", "draft_validator"]
 
@@ -321,5 +322,6 @@ def canonical(schema: Any, *, strict: bool = False) -> Any:
     draft, explicit = detect_draft(schema)
     c = _Canon(draft, explicit, strict)
     out = c.schema(schema, "")
+    out = keep_ref_targets(schema, out, c.schema)  # $refs into dropped keywords
     c.warn()
     return out

@@ -17,7 +17,8 @@ and a keyword without one contributes nothing, which only shrinks ``N``:
 * ``properties``: an object whose property fails its schema (recursively);
 * ``minimum``/``maximum``/``exclusive*``, ``minLength``/``maxLength``,
   ``minItems``/``maxItems``: a value of that type on the other side;
-* ``const``/``enum``: the types none of the values has;
+* ``const``/``enum``: the types none of the values has, strings longer than
+  the longest string value, numbers beyond the extreme values, the other boolean;
 * ``allOf``: any negated member; ``anyOf``: every member negated;
   ``not X``: ``X``; ``$ref``: the negated target (to a bounded depth).
 
@@ -73,6 +74,27 @@ _OPPOSITE = {  # keyword -> (type, opposite keyword, offset)
 }
 
 
+def _outside_values(values: list) -> list:
+    """Schemas of values of the listed values' own types that are none of them:
+    strings longer than the longest, numbers beyond the extremes, the other boolean.
+
+    >>> _outside_values(["ab", "", 3, 1.5, True])
+    [{'type': 'string', 'minLength': 3}, {'type': 'number', 'exclusiveMinimum': 3}, {'type': 'number', 'exclusiveMaximum': 1.5}, {'const': False}]
+    """
+    out: list = []
+    strings = [v for v in values if isinstance(v, str)]
+    if strings:
+        out.append({"type": "string", "minLength": max(len(v) for v in strings) + 1})
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if numbers and all(abs(v) <= 10**9 for v in numbers):  # larger exclusive bounds are refused
+        out.append({"type": "number", "exclusiveMinimum": max(numbers)})
+        out.append({"type": "number", "exclusiveMaximum": min(numbers)})
+    bools = {v for v in values if isinstance(v, bool)}
+    if len(bools) == 1:
+        out.append({"const": not bools.pop()})
+    return out
+
+
 def negate(schema: Any, resolve: Optional[Callable[[str], Any]] = None, depth: int = 0) -> Any:
     """A schema admitting only instances that ``schema`` rejects (see the
     module docstring); ``False`` when no such instance is known.
@@ -99,6 +121,8 @@ def negate(schema: Any, resolve: Optional[Callable[[str], Any]] = None, depth: i
     values = [schema["const"]] if "const" in schema else schema.get("enum")
     if isinstance(values, list):
         add(_other_types({_value_type(v) for v in values}))
+        for alt in _outside_values(values):
+            add(alt)
     req = schema.get("required")
     if isinstance(req, list):
         for name in dict.fromkeys(req):
