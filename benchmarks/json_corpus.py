@@ -65,6 +65,8 @@ def refusal_reason(message: str) -> str:
         return kw
     if "MAX_REGEX_TEXT" in message:
         return "MAX_REGEX_TEXT"
+    if "MAX_CONVERSIONS" in message:
+        return "MAX_CONVERSIONS"
     if "no JSON value" in message:
         return "empty language"
     return message[:60]

@@ -198,7 +198,7 @@ def corpus(n: int, seed: int, tok, max_tokens: int, root: Path = CORPUS):
                 continue
             signal.alarm(5)
             try:
-                regex = schema_to_regex(schema)
+                regex = schema_to_regex(schema, shared=True)  # as JSONProcessor does
             except (SchemaError, RecursionError, ValueError, TypeError, KeyError, _Timeout):
                 stats["refused"] += 1
                 continue
@@ -484,7 +484,7 @@ def main():
     gc.disable()
     for n, (name, schema, regex, doc, ids) in enumerate(docs):
         fresh = _process_caches(vocab)
-        conv, = best(args.repeats, fresh, lambda: (_timed(schema_to_regex, schema),))
+        conv, = best(args.repeats, fresh, lambda: (_timed(lambda: schema_to_regex(schema, shared=True)),))
         R["convert"].append(conv)
         *phases, f, s, c, det = best(args.repeats, fresh, lambda: engine_walk(regex, ids, vocab, eos, tok))
         for key, ns in zip(("parse", "automaton", "probe", "vocabulary", "index", "first_mask"), phases):
