@@ -150,10 +150,8 @@ class _Forest:
             return self._build(tree, {})
         scope: dict = {}  # name -> root of the built definition (None: empty language)
         for name, body in tree[1]:
-            root = self._build(body, scope)
+            root = self._build(body, scope)  # always a new node without a parent
             if root is not None:
-                if self.is_def[root] or self.parent[root] >= 0 or self.kind[root] == _REF:
-                    root = self._node(_CAT, (root,), nullable=self.nullable[root])  # its own root
                 self.is_def[root] = True
             scope[name] = root
         return self._build(tree[2], scope)
@@ -225,46 +223,37 @@ class _Forest:
             return False
         if not 0 <= k < len(self.tries[self.trie[leaf]]):
             return False
-        reps, p, calls = [], self.parent[leaf], list(stack)
-        node = leaf
+        reps = self.counted_path(leaf, stack)
+        if reps is None or len(reps) != len(ctx):
+            return False
+        for r, c in zip(reps, ctx):
+            if not 0 <= c < (self.hi[r] if self.hi[r] is not None else self.lo[r]):
+                return False
+        return True
+
+    def counted_path(self, leaf: int, stack: tuple):
+        """The counted repetitions around ``leaf`` (called through ``stack``), outermost
+        first: the repetition of each counter of a position. None when ``stack`` is not
+        the chain of calls that leads from ``leaf``'s definition to a pattern's root."""
+        key = (leaf, stack)
+        if key in self._paths:
+            return self._paths[key]
+        reps, node, calls = [], leaf, list(stack)
         while True:
+            p = self.parent[node]
             while p >= 0:
                 if self.counted[p]:
                     reps.append(p)
                 node, p = p, self.parent[p]
             if not self.is_def[node]:
+                got = None if calls else tuple(reversed(reps))
                 break
-            if not calls:
-                return False
-            call = calls.pop()
+            call = calls.pop() if calls else -1
             if not (0 <= call < len(self.kind)) or self.kind[call] != _REF or self.target[call] != node:
-                return False
-            p = self.parent[call]
+                got = None
+                break
             node = call
-        if calls or len(reps) != len(ctx):
-            return False
-        for r, c in zip(reversed(reps), ctx):
-            if not 0 <= c < (self.hi[r] if self.hi[r] is not None else self.lo[r]):
-                return False
-        return True
-
-    def counted_path(self, leaf: int, stack: tuple) -> tuple:
-        """The counted repetitions around ``leaf`` (called through ``stack``), outermost
-        first: the repetition of each counter of a position."""
-        key = (leaf, stack)
-        got = self._paths.get(key)
-        if got is None:
-            reps, node, calls = [], leaf, list(stack)
-            while True:
-                p = self.parent[node]
-                while p >= 0:
-                    if self.counted[p]:
-                        reps.append(p)
-                    node, p = p, self.parent[p]
-                if not calls:
-                    break
-                node = calls.pop()
-            got = self._paths[key] = tuple(reversed(reps))
+        self._paths[key] = got
         return got
 
     # Positions are (leaf, byte index within the character's UTF-8 trie, counters,

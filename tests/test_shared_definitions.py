@@ -30,6 +30,7 @@ PATTERNS = [
     r"(?(DEFINE)(?P<n>[ab]))(?:(?&n)c){2,3}",              # call inside a counted repetition
     r"(?(DEFINE)(?P<a>a{2})(?P<b>(?&a)|b)(?P<c>(?&b)(?&b)))(?&c)(?:,(?&c))*",  # nested calls
     r"(?(DEFINE)(?P<z>[^\x00-\U0010ffff]))a(?&z)?|b",     # an empty-language definition
+    r"(?(DEFINE)(?P<a>[ab]{1,2})(?P<b>(?&a))(?P<c>(?&b)))(?:(?&c)x){0,3}(?&b)",  # calls of calls
     r"(?(DEFINE)(?P<r>(?&q))(?P<q>a))b",                   # (a syntax error: q is called before it is defined)
 ]
 
