@@ -132,11 +132,21 @@ def draft_validator(schema: Any):
     draft, _ = detect_draft(schema)
     if draft != LENIENT:
         return _validator_class(draft)
+    return _lenient_draft(schema)[0]
+
+
+def _lenient_draft(schema: Any, check_formats: bool = False) -> tuple:
+    """``(class, valid)``: the newest draft whose meta-schema accepts ``schema``
+    (2020-12 when none does); with ``check_formats``, ``valid`` says whether it also
+    does with that draft's format checker (a meta-schema pass over a large schema
+    costs ~100 ms, so the check that picks the draft is also the one that validates)."""
     for name in _ORDER:
         cls = _validator_class(name)
+        if check_formats and cls(cls.META_SCHEMA, format_checker=cls.FORMAT_CHECKER).is_valid(schema):
+            return cls, True  # valid with formats, so also without: no newer draft was
         if cls(cls.META_SCHEMA).is_valid(schema):
-            return cls
-    return _validator_class("draft2020-12")
+            return cls, False
+    return _validator_class("draft2020-12"), False
 
 
 def check_metaschema(schema: Any) -> None:
@@ -144,19 +154,13 @@ def check_metaschema(schema: Any) -> None:
     (lenient: for every draft)."""
     from jsonschema.exceptions import SchemaError as JsError
 
-    if detect_draft(schema)[0] == LENIENT:
-        # draft_validator's choice and its check in one pass where the schema is valid
-        # (the common case; a meta-schema pass over a large schema costs ~100 ms)
-        for name in _ORDER:
-            cls = _validator_class(name)
-            if cls(cls.META_SCHEMA, format_checker=cls.FORMAT_CHECKER).is_valid(schema):
-                return  # valid for the draft draft_validator picks (formats checked too)
-            if cls(cls.META_SCHEMA).is_valid(schema):
-                break  # draft_validator's choice, invalid only by format: report it below
-        else:
-            cls = _validator_class("draft2020-12")
+    draft, _ = detect_draft(schema)
+    if draft == LENIENT:
+        cls, valid = _lenient_draft(schema, check_formats=True)
+        if valid:
+            return
     else:
-        cls = draft_validator(schema)
+        cls = _validator_class(draft)
     try:
         cls.check_schema(schema)
     except JsError as exc:
