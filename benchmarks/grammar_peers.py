@@ -37,6 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hf_constrained import GrammarProcessor, offline  # noqa: E402
+from grammar_bench import Timed  # noqa: E402  (the same per-call timer)
 from hf_constrained.grammar import gbnf_to_lark  # noqa: E402
 
 ARITH_GBNF = r"""
@@ -115,17 +116,6 @@ sp ::= [ \t\n]+
 
 GRAMMARS = {"arith": ARITH_GBNF, "json": JSON_GBNF, "sql": sql_gbnf()}
 PROMPT = "Answer:"
-
-
-class Timed:
-    def __init__(self, proc):
-        self.proc, self.times = proc, []
-
-    def __call__(self, input_ids, scores):
-        t = time.perf_counter()
-        out = self.proc(input_ids, scores)
-        self.times.append(time.perf_counter() - t)
-        return out
 
 
 class BoostEOS:

@@ -7,6 +7,15 @@ import threading
 import numpy as np
 
 
+def in_threads(worker, threads: int) -> None:
+    """Run ``worker(i)`` for ``i`` in ``range(threads)`` on as many threads; wait for all."""
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 def grow_from_threads(make, *, threads: int = 8, walks: int = 6, steps: int = 12):
     """Threads walk random allowed tokens on one fresh engine from ``make()`` at once (so its
     states and masks are created concurrently); every mask they saw must equal the one a
@@ -35,11 +44,7 @@ def grow_from_threads(make, *, threads: int = 8, walks: int = 6, steps: int = 12
             errors.append(repr(e))
             barrier.abort()
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    in_threads(worker, threads)
     assert not errors, errors[:3]
     assert len(seen) == threads * walks
     alone = make()

@@ -11,6 +11,7 @@ import threading
 import regex
 import torch
 
+from engine_checks import in_threads
 from hf_constrained import RegexProcessor
 
 PATTERN = r"[a-z]{2,6}-\d{2,4}"
@@ -85,11 +86,7 @@ def run_threads(tok, model, proc, patterns, threads=8, rounds=20):
             errors.append((i, repr(e)))
             barrier.abort()
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    in_threads(worker, threads)
     assert not errors, errors[:3]
     assert len(checked) == threads * rounds
 
