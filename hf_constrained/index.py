@@ -30,6 +30,7 @@ import weakref
 import numpy as np
 
 from .automaton import DEAD, LazyDFA
+from .counted_region import CountedRegions, CountedWalk
 from .errors import EmptyLanguageError, StateLimitError
 from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
@@ -154,6 +155,7 @@ class TokenIndex:
         # bytes a token walk reads at most (+1: the first-space rule of start states)
         self._max_token_bytes = int(vocab.tok_len.max()) + 1 if vocab.size else 1
         self._representative = getattr(dfa, "mask_representative", None)  # a LazyDFA's
+        self._counted = CountedRegions(dfa) if isinstance(dfa, LazyDFA) else None
         if not vocab.full_byte_coverage:
             self._compute_token_liveness()
 
@@ -446,11 +448,55 @@ class TokenIndex:
             if rep != q:
                 packed = self._bits[q] = self.bits(rep)
                 return packed
-        packed, succ = self._compute_mask(q)  # the one place where masks are created
-        if succ is not None:
-            self._succ[q] = succ
+        packed = self._counted_bits(q) if q > 0 and self._live is None and self._counted is not None \
+            else None
+        if packed is None:
+            packed, succ = self._compute_mask(q)  # the one place where masks are walked
+            if succ is not None:
+                self._succ[q] = succ
         self._bits[q] = packed
         return packed
+
+    def _counted_bits(self, q: int):
+        """The mask of a state inside a counted string (``(body){lo,hi}``), from the
+        shared walk of its counted region, without determinising the counter values
+        its tokens reach; None when ``q`` has no counted region
+        (see :mod:`hf_constrained.counted_region`). Its successors are walked only
+        if asked for (:meth:`successors`)."""
+        with self.lock:  # may create positions and the state after the repetition
+            got = self._counted.locate(q)
+        if got is None:
+            return None
+        shape, c = got
+        self._walk_structure()  # a class trie that pays goes on being built (a level per mask)
+        walk = CountedWalk.shared(self.vocab, shape.table, shape.boundary)
+        width = self._bits_width()
+        packed = walk.packed_upto(width, shape.hi - c).copy()
+        if shape.exits is None:
+            shape.exits = self._counted_exits(walk, shape)
+        ids, n = shape.exits
+        keep = (n >= shape.lo - c) & (n <= shape.hi - c)
+        if self.dfa.accepting[q]:
+            ids, keep = np.concatenate([ids, self.eos_ids]), np.concatenate([keep, np.ones(len(self.eos_ids), bool)])
+        if keep.any():
+            hit = np.zeros(width, dtype=bool)
+            hit[ids[keep]] = True
+            packed |= np.packbits(hit, bitorder="little")
+        if not packed.any():
+            return None  # cannot happen for a live state: the plain walk raises
+        return packed
+
+    def _counted_exits(self, walk, shape):
+        """(token ids, copies completed before leaving) of the tokens that leave a
+        counted region and end in a live state: walked once, from the state after the
+        repetition, which is the same for every counter value."""
+        dfa, nodes = self.dfa, walk.exit_nodes
+        with self.lock:
+            dfa.expand(shape.after_state)
+        nxt = dfa.table[shape.after_state, self._classes(self._node_cls, nodes)].astype(np.int64)
+        live = nxt != DEAD
+        ids, _ = self._walk_from(self.vocab, self._node_cls, nodes[live], nxt[live])
+        return ids, walk.tok_exit_n[ids].astype(np.int64)
 
     def _compute_mask(self, q: int):
         """``(packed allowed bits, distinct successor states or None)`` of state ``q``."""

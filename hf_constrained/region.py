@@ -107,16 +107,7 @@ class RegionWalk:
         """The walk of the region with local table ``by_byte`` (over bytes) on
         ``vocab``'s trie, built on first use; None when it is not worth it."""
         key = (by_byte.shape[0], by_byte.tobytes())
-        walk = _REGION_WALKS.get(vocab, {}).get(key, False)
-        if walk is False:
-            with _REGION_LOCK:  # shared by every processor (and thread) of this vocabulary
-                walks = _REGION_WALKS.setdefault(vocab, {})
-                walk = walks.get(key, False)
-                if walk is False:
-                    walk = walks[key] = cls.build(vocab, by_byte)
-                    while len(walks) > cls.PER_VOCABULARY:
-                        del walks[next(iter(walks))]
-        return walk
+        return shared_walk(vocab, key, lambda: cls.build(vocab, by_byte))
 
     @classmethod
     def build(cls, v, table: np.ndarray):
@@ -155,3 +146,19 @@ class RegionWalk:
         self.exit_nodes = exits[leaving]
         self.exit_from = exit_from[leaving].astype(np.int64)
         return self
+
+
+def shared_walk(vocab, key, build):
+    """The per-vocabulary walk stored under ``key``, from ``build()`` on first use
+    (shared by every processor and thread of ``vocab``; the oldest of more than
+    :attr:`RegionWalk.PER_VOCABULARY` walks is dropped)."""
+    walk = _REGION_WALKS.get(vocab, {}).get(key, False)
+    if walk is False:
+        with _REGION_LOCK:
+            walks = _REGION_WALKS.setdefault(vocab, {})
+            walk = walks.get(key, False)
+            if walk is False:
+                walk = walks[key] = build()
+                while len(walks) > RegionWalk.PER_VOCABULARY:
+                    del walks[next(iter(walks))]
+    return walk
