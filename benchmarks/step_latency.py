@@ -26,7 +26,7 @@ and start states), probe (the processor's 128-state ``explore``), vocabulary (th
 processor's per-process cached ``Vocabulary``), index (``TokenIndex``) and first mask
 (the start state's mask), and measured whole as ``JSONProcessor(...)`` + its first call.
 The engine's first visits over 1 ms are sorted by cause (DFA states created, dense
-trie walk, lexical region) and the slowest are listed.
+trie walk, lexical region, counted region) and the slowest are listed.
 """
 
 from __future__ import annotations
@@ -323,8 +323,7 @@ def engine_walk(regex, ids, vocab, eos, tok=None):
             bits = index.bits(int(q[0]))
             pass_times.append(_ns(t0))
             if pass_times is first:
-                detail.append((dfa.num_states - n0, index._dense_nodes - d0,
-                               int(q[0]) > 0 and index._region(int(q[0])) is not None))
+                detail.append((dfa.num_states - n0, index._dense_nodes - d0, _region_kind(index, int(q[0]))))
             if not (bits[t >> 3] >> (t & 7)) & 1:
                 raise AssertionError(f"token {t} of a valid document masked")
             tok_ = np.array([t], dtype=np.int64)
@@ -334,6 +333,17 @@ def engine_walk(regex, ids, vocab, eos, tok=None):
         if q[0] != -1:
             raise AssertionError("valid document did not finish")
     return (*phases, first, steady, commit, detail)
+
+
+def _region_kind(index, q):
+    """"region" (a string body's lexical region), "counted" (a counted string's, where
+    the index has them) or "" (none), for a state whose mask is already computed."""
+    if q <= 0:
+        return ""
+    if index._region(q) is not None:
+        return "region"
+    counted = getattr(index, "_counted", None)
+    return "counted" if counted is not None and counted.locate(q) is not None else ""
 
 
 def processor_walk(schema, ids, tok, width):
@@ -410,7 +420,8 @@ def slow_visits(first, detail, where, top=8):
     kinds = {}
     for ns, (new, dense, region) in zip(first, detail):
         if ns >= 1e6:
-            k = ("creates > 100 DFA states" if new > 100 else "string body (lexical region)" if region
+            k = ("creates > 100 DFA states" if new > 100 else "string body (lexical region)" if region == "region"
+                 else "counted string (counted region)" if region == "counted"
                  else "dense trie walk, no region" if dense else "sparse walk")
             kinds.setdefault(k, []).append(ns)
     out = [f"**Engine first visits over 1 ms**: {sum(map(len, kinds.values()))} of {len(first)} steps", "",

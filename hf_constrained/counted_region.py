@@ -59,6 +59,15 @@ class CountedWalk:
     character); ``exit_nodes``/``exit_n``: the trie nodes where a path leaves the
     repetition from the boundary (ascending) and the copies completed before;
     ``tok_exit_n``: per token id, the copies completed before it leaves (-1: none).
+
+    >>> from hf_constrained.automaton import LazyDFA
+    >>> from hf_constrained.vocabulary import Vocabulary
+    >>> vocab = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"ab", b'a",'])
+    >>> dfa = LazyDFA.from_patterns([r'"[a-z]{0,40}",'])
+    >>> shape, c = CountedRegions(dfa).locate(dfa.walk(dfa.starts[0], b'"'))
+    >>> walk = CountedWalk.build(vocab, shape.table, shape.boundary)
+    >>> int(walk.need[walk.ids_by_need == 256][0]), int(walk.tok_exit_n[257])  # "ab": 2 copies; 'a",': leaves after 1
+    (2, 1)
     """
 
     #: packed prefixes kept per walk (16 KB each for 129k tokens)
