@@ -29,9 +29,9 @@ definitions inside the body, unbounded or nullable bodies) is left to the plain 
 >>> dfa = LazyDFA.from_patterns([r'"[a-z]{0,40}"'])
 >>> regions = CountedRegions(dfa)
 >>> q = dfa.walk(dfa.starts[0], b'"ab')
->>> shape, c = regions.locate(q)
->>> c, shape.lo, shape.hi, shape.boundary   # two letters read; the boundary is local state 0
-(2, 0, 40, 0)
+>>> shape, c, rest = regions.locate(q)
+>>> c, len(rest), shape.lo, shape.hi, shape.boundary   # two letters read; the boundary is local state 0
+(2, 0, 0, 40, 0)
 >>> by_byte = shape.table
 >>> int(by_byte[0, ord("a")]) == DONE, int(by_byte[0, ord('"')]) == EXIT, int(by_byte[0, ord("A")]) == DEAD_CODE
 (True, True, True)
@@ -41,6 +41,8 @@ True
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .automaton import END
@@ -48,6 +50,7 @@ from .region import shared_walk
 
 #: local table codes besides local state indices: dies, leaves the repetition, completes a copy
 DEAD_CODE, EXIT, DONE = -1, -2, -3
+_PACK_LOCK = threading.Lock()
 
 
 class CountedWalk:
@@ -64,7 +67,7 @@ class CountedWalk:
     >>> from hf_constrained.vocabulary import Vocabulary
     >>> vocab = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"ab", b'a",'])
     >>> dfa = LazyDFA.from_patterns([r'"[a-z]{0,40}",'])
-    >>> shape, c = CountedRegions(dfa).locate(dfa.walk(dfa.starts[0], b'"'))
+    >>> shape, c, _ = CountedRegions(dfa).locate(dfa.walk(dfa.starts[0], b'"'))
     >>> walk = CountedWalk.build(vocab, shape.table, shape.boundary)
     >>> int(walk.need[walk.ids_by_need == 256][0]), int(walk.tok_exit_n[257])  # "ab": 2 copies; 'a",': leaves after 1
     (2, 1)
@@ -136,9 +139,10 @@ class CountedWalk:
             hit = np.zeros(width, dtype=bool)
             hit[self.ids_by_need[:cnt]] = True
             got = np.packbits(hit, bitorder="little")
-            if len(self._packed) >= self.PACKED_KEPT:
-                self._packed.pop(next(iter(self._packed)))
-            self._packed[key] = got
+            with _PACK_LOCK:  # walks are shared by every thread of a vocabulary
+                if len(self._packed) >= self.PACKED_KEPT:
+                    self._packed.pop(next(iter(self._packed)))
+                self._packed[key] = got
         return got
 
 
@@ -181,20 +185,23 @@ class _Family:
             got = self._inside[leaf] = node == self.r
         return got
 
-    def local_keys(self, pids, c):
+    def local_keys(self, pids, c, partial=False):
         """Local keys ``(leaf, byte, inner counters)`` of positions ``pids`` at counter
-        ``c`` of ``r``, or None when one of them is not such a position."""
+        ``c`` of ``r``, or None when one of them is not such a position; with
+        ``partial``, ``(keys, set of the pids that are)`` instead."""
         keys, i, outer, stack = self.dfa._pos_keys, self.i, self.outer, self.stack
-        out = []
+        out, used = [], set()
         for pid in pids:
             pos = keys[pid]
-            if pos is END:
+            if pos is not END:
+                leaf, k, ctx, st = pos
+                if st == stack and len(ctx) > i and ctx[i] == c and ctx[:i] == outer and self.inside(leaf):
+                    out.append((leaf, k, ctx[i + 1:]))
+                    used.add(pid)
+                    continue
+            if not partial:
                 return None
-            leaf, k, ctx, st = pos
-            if st != stack or len(ctx) <= i or ctx[i] != c or ctx[:i] != outer or not self.inside(leaf):
-                return None
-            out.append((leaf, k, ctx[i + 1:]))
-        return frozenset(out)
+        return (frozenset(out), used) if partial else frozenset(out)
 
     def boundary_pids(self, c: int) -> frozenset:
         """The positions of the boundary at counter ``c`` (``c <= hi``)."""
@@ -258,8 +265,10 @@ class CountedRegions:
         self._families: dict = {}  # (r, outer, stack) -> _Family, or None: not a region
 
     def locate(self, q: int):
-        """``(shape, c)``: the counted region of state ``q`` and its counter value, or
-        None when ``q`` is not inside one (the caller walks it plainly)."""
+        """``(shape, c, rest)``: the counted region of state ``q``, its counter value
+        and the positions of ``q`` outside it (a frozenset, often empty: a state's
+        tokens are those of either part), or None when ``q`` is not inside one (the
+        caller walks it plainly)."""
         dfa = self.dfa
         members, strip = dfa._keys[q]
         if strip or not members:
@@ -325,22 +334,19 @@ class CountedRegions:
         return fam
 
     def _state(self, fam, members, c):
-        """``(shape, c)`` when DFA state ``members`` is (local set, ``c``) of ``fam``."""
-        after = fam.after_pids
-        has_after = after <= members
-        rest = members - after if has_after else members
-        local = fam.local_keys(rest, c)
+        """``(shape, c, rest)``: the members of ``fam`` at counter ``c`` in DFA state
+        ``members`` form a state of the model (local set, ``c``), ``rest`` the others."""
+        local, part = fam.local_keys(members, c, partial=True)
         if not local:
             return None
-        if local == fam.bkeys:
-            if has_after != (c >= fam.lo):
+        if local == fam.bkeys and c >= fam.lo:
+            if not fam.after_pids <= members:
                 return None
-        elif has_after:
-            return None
+            part |= fam.after_pids
         shape = fam.shapes.get(local, False)
         if shape is False:
             shape = fam.shapes[local] = self._shape(fam, local)
-        return None if shape is None else (shape, c)
+        return None if shape is None else (shape, c, members - part)
 
     def _shape(self, fam, start):
         """Breadth-first local table from local set ``start`` (None: too large)."""

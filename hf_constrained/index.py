@@ -463,11 +463,16 @@ class TokenIndex:
         its tokens reach; None when ``q`` has no counted region
         (see :mod:`hf_constrained.counted_region`). Its successors are walked only
         if asked for (:meth:`successors`)."""
-        with self.lock:  # may create positions and the state after the repetition
+        with self.lock:  # may create positions and states (the one after the repetition, parts)
             got = self._counted.locate(q)
-        if got is None:
-            return None
-        shape, c = got
+            if got is None:
+                return None
+            shape, c, rest = got
+            if rest:  # other positions too (a literal key next to a counted one): split q
+                members = self.dfa._keys[q][0]
+                parts = self.dfa._intern(members - rest, False), self.dfa._intern(rest, False)
+        if rest:  # the sets of positions a token leads to are the union of the parts'
+            return self.bits(parts[0]) | self.bits(parts[1])
         self._walk_structure()  # a class trie that pays goes on being built (a level per mask)
         walk = CountedWalk.shared(self.vocab, shape.table, shape.boundary)
         width = self._bits_width()
