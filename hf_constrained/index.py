@@ -32,7 +32,7 @@ import numpy as np
 from .automaton import DEAD, LazyDFA
 from .counted_region import CountedRegions, CountedWalk
 from .errors import EmptyLanguageError, StateLimitError
-from .region import RegionWalk, find_region, region_part
+from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
 
 from .constraint import FINISHED  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
@@ -156,8 +156,6 @@ class TokenIndex:
         self._max_token_bytes = int(vocab.tok_len.max()) + 1 if vocab.size else 1
         self._representative = getattr(dfa, "mask_representative", None)  # a LazyDFA's
         self._counted = CountedRegions(dfa) if isinstance(dfa, LazyDFA) else None
-        self._stars: dict = {}  # see region_part
-        self._regions: dict = {}  # state -> find_region result
         if not vocab.full_byte_coverage:
             self._compute_token_liveness()
 
@@ -333,12 +331,8 @@ class TokenIndex:
 
     def _region(self, q: int):
         """``(states, local table)`` of the lexical region of ``q``, or None
-        (see :func:`hf_constrained.region.find_region`; kept per state)."""
-        got = self._regions.get(q, False)
-        if got is False:
-            got = self._regions[q] = find_region(self.dfa, q, self.REGION_MIN_LOOPS, self.REGION_DEPTH,
-                                                 self.REGION_STATES)
-        return got
+        (see :func:`hf_constrained.region.find_region`)."""
+        return find_region(self.dfa, q, self.REGION_MIN_LOOPS, self.REGION_DEPTH, self.REGION_STATES)
 
     def _walk_region(self, q: int):
         """:meth:`_walk_all` for a state with a lexical region, or None without one.
@@ -454,11 +448,8 @@ class TokenIndex:
             if rep != q:
                 packed = self._bits[q] = self.bits(rep)
                 return packed
-        packed = None
-        if q > 0 and self._live is None and self._counted is not None:
-            packed = self._counted_bits(q)
-            if packed is None:
-                packed = self._part_bits(q)
+        packed = self._counted_bits(q) if q > 0 and self._live is None and self._counted is not None \
+            else None
         if packed is None:
             packed, succ = self._compute_mask(q)  # the one place where masks are walked
             if succ is not None:
@@ -499,23 +490,6 @@ class TokenIndex:
         if not packed.any():
             return None  # cannot happen for a live state: the plain walk raises
         return packed
-
-    def _part_bits(self, q: int):
-        """The mask of a state without a region of its own that holds a string body
-        next to other positions (a literal key beside any key), as the union of the
-        body's mask (through its lexical region) and the others'; None otherwise
-        (see :func:`hf_constrained.region.region_part`)."""
-        if self._region(q) is not None:
-            return None
-        with self.lock:
-            part = region_part(self.dfa, q, self._stars)
-            if part is None:
-                return None
-            members = self.dfa._keys[q][0]
-            parts = self.dfa._intern(part, False), self.dfa._intern(members - part, False)
-        if self._region(parts[0]) is None:
-            return None
-        return self.bits(parts[0]) | self.bits(parts[1])
 
     def _counted_exits(self, walk, shape):
         """(token ids, copies completed before leaving) of the tokens that leave a

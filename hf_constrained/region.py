@@ -31,7 +31,6 @@ import weakref
 
 import numpy as np
 
-from .automaton import END, _REP
 from .constraint import DEAD
 
 #: vocabulary -> {region table over bytes: RegionWalk, or None (not worth it)}
@@ -163,63 +162,3 @@ def shared_walk(vocab, key, build):
                 while len(walks) > RegionWalk.PER_VOCABULARY:
                     del walks[next(iter(walks))]
     return walk
-
-
-def region_part(dfa, q: int, stars: dict):
-    """A proper subset of state ``q``'s positions that is the body of an uncounted
-    repetition ``(body)*`` at a copy's start (its first positions and the positions
-    after it), or None: a string body next to other alternatives (literal keys beside
-    any key), whose mask the caller may take part by part (``stars``: a per-automaton
-    cache, leaf -> its uncounted repetitions and the counted ones between).
-
-    >>> from hf_constrained.automaton import LazyDFA
-    >>> dfa = LazyDFA.from_patterns([r'"(?:key|[^"]*)"'])
-    >>> q = dfa.walk(dfa.starts[0], b'"')
-    >>> part = region_part(dfa, q, {})
-    >>> len(dfa._keys[q][0]) - len(part), find_region(dfa, q) is None  # the literal's "k" left out
-    (1, True)
-    >>> find_region(dfa, dfa._intern(part, False)) is not None
-    True
-    """
-    members, strip = dfa._keys[q]
-    if strip or len(members) < 2:
-        return None
-    forest, keys = dfa._forest, dfa._pos_keys
-
-    def stars_of(leaf):
-        got = stars.get(leaf)
-        if got is None:
-            out, inner, p = [], 0, forest.parent[leaf]
-            while p >= 0:
-                if forest.kind[p] == _REP:
-                    if forest.counted[p]:
-                        inner += 1
-                    elif forest.hi[p] is None:
-                        out.append((p, inner))
-                p = forest.parent[p]
-            got = stars[leaf] = dict(out)
-        return got
-
-    tried = set()
-    for pid in members:
-        pos = keys[pid]
-        if pos is END:
-            continue
-        leaf, _, ctx, stack = pos
-        for star, inner in stars_of(leaf).items():
-            outer = ctx[:len(ctx) - inner]
-            if (star, outer, stack) in tried:
-                continue
-            tried.add((star, outer, stack))
-            part = {0 if p is END else dfa._pos(p) for p in forest.after(star, outer, stack)}
-            if not part <= members:
-                continue
-            for p2 in members:
-                k2 = keys[p2]
-                if k2 is not END and k2[3] == stack:
-                    n_in = stars_of(k2[0]).get(star)
-                    if n_in is not None and len(k2[2]) - n_in == len(outer) and k2[2][:len(outer)] == outer:
-                        part.add(p2)
-            if len(part) < len(members):
-                return frozenset(part)
-    return None
