@@ -80,8 +80,10 @@ class ConfigAutomaton:
         self._merge: dict = {}
         self._lanes: dict = {}          # parser node -> (slots, lexer start states)
         self._continues: dict = {}
-        self._keys: list = []
+        self._keys: list = []           # cid -> (boundary, threads, strip, pending scans)
         self._ids: dict = {}
+        self._closed: list = []         # cid -> (boundary with its scans merged, threads, strip) or None
+        self._by_closed: dict = {}      # closed content -> the first cid with it (its row and mask)
         cap = 64
         self.table = np.full((cap, self.n_classes), -1, dtype=np.int32)
         self.accepting = np.zeros(cap, dtype=bool)
@@ -102,11 +104,19 @@ class ConfigAutomaton:
             self._slots.append(key)
         return sid
 
-    def _intern(self, boundary: frozenset, threads: frozenset, strip: bool) -> int:
-        key = (boundary, threads, strip)
+    def _intern(self, boundary: frozenset, threads: frozenset, strip: bool, pending: frozenset = frozenset()) -> int:
+        """The id of a configuration; ``pending``: ``(node, terminal)`` lexemes that end here
+        and are not merged into a parser node yet (:meth:`_closed_key` does it when the
+        configuration is expanded or exported: most configurations a mask walk creates are
+        where a token ends, and are never expanded)."""
+        key = (boundary, threads, strip, pending)
         cid = self._ids.get(key)
         if cid is not None:
             return cid
+        if not pending:
+            cid = self._by_closed.get(key[:3])
+            if cid is not None:
+                return cid
         cid = len(self._keys)
         if cid >= self.max_configs:
             raise GrammarLimitError(
@@ -124,9 +134,30 @@ class ConfigAutomaton:
             self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
         self._keys.append(key)
         self._ids[key] = cid
-        acc = self.parser._accept
-        self.accepting[cid] = any([acc[n] for n in boundary]) if boundary else False
+        self._closed.append(None if pending else key[:3])
+        if not pending:
+            self._by_closed[key[:3]] = cid
+        acc, p = self.parser._accept, self.parser
+        self.accepting[cid] = any([acc[n] for n in boundary]) or any(
+            [p.scan_accepts(n, t) for n, t in pending])
         return cid
+
+    def _closed_key(self, cid: int) -> tuple:
+        """``(boundary, threads, strip)`` of ``cid`` with its pending lexemes merged into one
+        parser node (Earley's closure, computed here once per configuration)."""
+        got = self._closed[cid]
+        if got is None:
+            boundary, threads, strip, pending = self._keys[cid]
+            got = self._closed[cid] = (boundary | {self._merged(pending)}, threads, strip)
+            self._by_closed.setdefault(got, cid)
+        return got
+
+    def mask_representative(self, cid: int, depth: int) -> int:
+        """The configuration whose mask ``cid`` shares (the first one with the same content:
+        a configuration with pending lexemes may close to one that exists);
+        :class:`~hf_constrained.index.TokenIndex` asks before walking a new state."""
+        with self._lock:
+            return self._by_closed[self._closed_key(cid)]
 
     def _goes_on(self, s: int) -> bool:
         """Whether DFA state ``s`` can read another byte (else the lexeme is over)."""
@@ -154,7 +185,8 @@ class ConfigAutomaton:
     def _merged(self, scans: frozenset) -> int:
         got = self._merge.get(scans)
         if got is None:
-            got = self._merge[scans] = self.parser.merge(tuple(sorted(scans)))
+            got = self._merge[scans] = (self.parser.scan(*next(iter(scans))) if len(scans) == 1
+                                        else self.parser.merge(tuple(sorted(scans))))
         return got
 
     # ---------------------------------------------------------------- expansion
@@ -163,7 +195,14 @@ class ConfigAutomaton:
         with self._lock:
             if self.expanded[cid]:
                 return
-            boundary, threads, strip = self._keys[cid]
+            closed = self._closed_key(cid)
+            canon = self._by_closed[closed]
+            if canon != cid:  # the same content as an earlier configuration: the same row
+                self.expand(canon)
+                self.table[cid] = self.table[canon]
+                self.expanded[cid] = True
+                return
+            boundary, threads, strip = closed
             slots, states = [], []
             for sl, s in threads:
                 slots.append(sl)
@@ -191,9 +230,7 @@ class ConfigAutomaton:
                 for c, i, s2, a, g in pairs:
                     if c != cur:
                         if cur >= 0:
-                            if scans:
-                                back.add(self._merged(frozenset(scans)))
-                            out[cur] = intern(frozenset(back), frozenset(keep), False)
+                            out[cur] = intern(frozenset(back), frozenset(keep), False, frozenset(scans))
                         cur, keep, scans, back = c, [], set(), set()
                     sl = slots[i]
                     if a:
@@ -205,9 +242,7 @@ class ConfigAutomaton:
                     if g:
                         keep.append((sl, s2))
                 if cur >= 0:
-                    if scans:
-                        back.add(self._merged(frozenset(scans)))
-                    out[cur] = intern(frozenset(back), frozenset(keep), False)
+                    out[cur] = intern(frozenset(back), frozenset(keep), False, frozenset(scans))
                 row = np.array(out, dtype=np.int32)[np.asarray(inv).reshape(-1)]
             if strip:  # decode() drops the text's first space: reading it changes nothing
                 row[self._space_class] = self._intern(boundary, threads, False)
@@ -245,7 +280,7 @@ class ConfigAutomaton:
         stored: they are rebuilt, lazily and cheaply, when a token is walked."""
         with self._lock:
             cids = [int(c) for c in cids]
-            keys = [self._keys[c] for c in cids]
+            keys = [self._closed_key(c) for c in cids]
             nodes = {n for k in keys for n in k[0]} | {self._slots[sl][0] for k in keys for sl, _ in k[1]}
             out, pos = self.parser.export_nodes(nodes)
             out.update({"lex_" + k: v for k, v in self.lexer.export_states().items()})
@@ -293,7 +328,8 @@ class ConfigAutomaton:
 
     def describe(self, cid: int) -> dict:
         """The content of a configuration (for tests and debugging)."""
-        boundary, threads, strip = self._keys[cid]
+        with self._lock:
+            boundary, threads, strip = self._closed_key(cid)
         return {"boundary": sorted(boundary), "threads": sorted(threads), "strip": strip}
 
 

@@ -94,6 +94,10 @@ class Parser:
             self.ignore.append(tuple(sorted({tmap[t] for t in g.ignore})))
         self.nullable = self._nullable()
         self._start_set = frozenset(self.start_rules)
+        # tail_nullable[r][d]: every symbol of rule r from position d on is nullable (an item
+        # with its dot there completes within the closure, by Aycock-Horspool moves)
+        self._tail_nullable = [self._tails(rhs) for rhs in self.rhs]
+        self._predict: dict = {}    # nonterminal -> its prediction closure (see _predicted)
         self._ids: dict = {}
         self._total_items = 0
         self.items: list = []       # node -> tuple of its open items (dot before a symbol)
@@ -103,6 +107,7 @@ class Parser:
         self._waiting: list = []    # node -> {symbol: [advanced, re-rooted items]} (lazy)
         self._closure: dict = {}    # kernel frozenset -> node
         self._scan: dict = {}       # (node, terminal) -> node
+        self._scan_acc: dict = {}   # (node, terminal) -> scan_accepts
         self.start_nodes = [self._close(frozenset([(r, 0, SELF)]), g)
                             for g, r in enumerate(self.start_rules)]
 
@@ -132,15 +137,58 @@ class Parser:
                     w.setdefault(rhs[d], []).append((r, d + 1, node if o == SELF else o))
         return w.get(sym, ())
 
+    def _tails(self, rhs: tuple) -> list:
+        out = [True] * (len(rhs) + 1)
+        for d in range(len(rhs) - 1, -1, -1):
+            out[d] = out[d + 1] and rhs[d] >= 0 and self.nullable[rhs[d]]
+        return out
+
+    def _predicted(self, s: int) -> tuple:
+        """``(open items, expected terminals, nonterminals)`` that predicting nonterminal ``s``
+        adds to any node: the rules of ``s`` and, transitively, of every nonterminal after one
+        of their dots (dots moved over nullable symbols), all with origin :data:`SELF`. It is
+        the same at every node, so it is computed once per nonterminal: a closure then visits
+        only the items that point back to earlier nodes. A predicted item that completes (a
+        nullable rule) needs no completion step: Aycock-Horspool moved the predicting dot."""
+        got = self._predict.get(s)
+        if got is None:
+            rhs_of, rules_of, nullable = self.rhs, self.rules_of, self.nullable
+            items, expect, nts = set(), set(), {s}
+            stack = [(r, 0, SELF) for r in rules_of[s]]
+            items.update(stack)
+            while stack:
+                r, d, o = stack.pop()
+                rhs = rhs_of[r]
+                if d == len(rhs):
+                    continue
+                x = rhs[d]
+                if x < 0:
+                    expect.add(-1 - x)
+                    continue
+                new = [(r2, 0, SELF) for r2 in rules_of[x]] if x not in nts else []
+                nts.add(x)
+                if nullable[x]:
+                    new.append((r, d + 1, o))
+                for it in new:
+                    if it not in items:
+                        items.add(it)
+                        stack.append(it)
+            got = self._predict[s] = (frozenset(it for it in items if it[1] < len(rhs_of[it[0]])),
+                                      frozenset(expect), frozenset(nts))
+        return got
+
     def _close(self, kernel: frozenset, grammar: int) -> int:
         got = self._closure.get(kernel)
         if got is not None:
             return got
-        items = set(kernel)
+        items = set(kernel)     # items reached one by one (kernel, completions, nullable moves)
         stack = list(kernel)
-        rhs_of, rules_of, nullable = self.rhs, self.rules_of, self.nullable
+        rhs_of, nullable, predicted = self.rhs, self.nullable, self._predicted
         expect = set()
+        done_nts = set()        # nonterminals whose prediction closure is in `bulk`
+        bulk = []               # prediction closures (frozensets of SELF items)
         accept = False
+        n_bulk = 0
         while stack:
             r, d, o = stack.pop()
             rhs = rhs_of[r]
@@ -148,9 +196,14 @@ class Parser:
             if d < len(rhs):
                 s = rhs[d]
                 if s >= 0:
-                    new = [(r2, 0, SELF) for r2 in rules_of[s]]
+                    if s not in done_nts:
+                        p_items, p_expect, p_nts = predicted(s)
+                        done_nts |= p_nts
+                        bulk.append(p_items)
+                        expect |= p_expect
+                        n_bulk += len(p_items)
                     if nullable[s]:
-                        new.append((r, d + 1, o))
+                        new = ((r, d + 1, o),)
                 else:
                     expect.add(-1 - s)
             else:
@@ -162,14 +215,18 @@ class Parser:
                 if it not in items:
                     items.add(it)
                     stack.append(it)
-            if len(items) > self.max_items:
-                raise GrammarLimitError(
-                    f"a parser configuration holds more than max_items={self.max_items} Earley items "
-                    "(a highly ambiguous grammar whose open parses multiply with the text length); "
-                    "make the grammar less ambiguous or raise max_items")
+            if len(items) + n_bulk > self.max_items:  # n_bulk may count an item twice: merge, recount
+                merged = frozenset().union(*bulk)
+                bulk, n_bulk = [merged], len(merged)
+                if len(items) + n_bulk > self.max_items:
+                    raise GrammarLimitError(
+                        f"a parser configuration holds more than max_items={self.max_items} Earley items "
+                        "(a highly ambiguous grammar whose open parses multiply with the text length); "
+                        "make the grammar less ambiguous or raise max_items")
         # completed items have done their work (their completions are in the set):
         # the future depends only on the open items and on acceptance
-        key = (frozenset(it for it in items if it[1] < len(rhs_of[it[0]])), accept)
+        open_items = frozenset(it for it in items if it[1] < len(rhs_of[it[0]])).union(*bulk)
+        key = (open_items, accept)
         nid = self._node(key, grammar, expect)
         self._closure[kernel] = nid
         return nid
@@ -261,6 +318,43 @@ class Parser:
     def scan_kernel(self, node: int, terminal: int) -> tuple:
         """Items of ``node`` advanced over ``terminal`` (origins made concrete)."""
         return tuple(self._waiting_on(node, -1 - terminal))
+
+    def scan_accepts(self, node: int, terminal: int) -> bool:
+        """Whether the text is a sentence after one ``terminal`` lexeme read at ``node``:
+        ``accepting(scan(node, terminal))``, without building the scanned node.
+
+        A closure's items only complete along chains of completions from its kernel
+        (predicted items complete by Aycock-Horspool moves, which complete nothing), so
+        this follows those chains alone: an advanced item whose rest is nullable completes
+        its rule at the rule's origin node, advancing what waits there. Nodes that a mask
+        walk reaches but no token continues from (the ends of tokens) need no closure.
+        Acceptance of a merge is the ``any`` of its scans' (a closure of a union is the
+        union of the closures)."""
+        key = (node, terminal)
+        got = self._scan_acc.get(key)
+        if got is not None:
+            return got
+        done = self._scan.get(key)
+        if done is not None:
+            got = self._accept[done]
+        else:
+            got = False
+            tails, lhs, starts = self._tail_nullable, self.lhs, self._start_set
+            first = (node, -1 - terminal)
+            seen, stack = {first}, [first]
+            while stack and not got:
+                n, sym = stack.pop()
+                for r, d, o in self._waiting_on(n, sym):
+                    if tails[r][d]:
+                        if r in starts:
+                            got = True
+                            break
+                        nxt = (o, lhs[r])
+                        if nxt not in seen:
+                            seen.add(nxt)
+                            stack.append(nxt)
+        self._scan_acc[key] = got
+        return got
 
     def scan(self, node: int, terminal: int) -> int:
         """The node after one ``terminal`` lexeme read at ``node``."""
