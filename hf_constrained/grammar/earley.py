@@ -107,7 +107,7 @@ class Parser:
         self._waiting: list = []    # node -> {symbol: [advanced, re-rooted items]} (lazy)
         self._closure: dict = {}    # kernel frozenset -> node
         self._scan: dict = {}       # (node, terminal) -> node
-        self._scan_acc: dict = {}   # (node, terminal) -> scan_accepts
+        self._acc_syms: dict = {}   # node -> _accept_symbols
         self.start_nodes = [self._close(frozenset([(r, 0, SELF)]), g)
                             for g, r in enumerate(self.start_rules)]
 
@@ -330,31 +330,51 @@ class Parser:
         walk reaches but no token continues from (the ends of tokens) need no closure.
         Acceptance of a merge is the ``any`` of its scans' (a closure of a union is the
         union of the closures)."""
-        key = (node, terminal)
-        got = self._scan_acc.get(key)
+        return (-1 - terminal) in self._accept_symbols(node)
+
+    def _accept_symbols(self, node: int) -> frozenset:
+        """The symbols whose reading at ``node`` completes the start rule (kept per node).
+
+        ``X`` is one iff an item of ``node`` waits on ``X`` with a nullable rest and is the
+        start rule, or its rule's left-hand side is an accept symbol of the item's origin
+        (an earlier node; ``node`` itself for items predicted here: a fixed point). Origins
+        are computed first, without recursion (nesting may be deep)."""
+        got = self._acc_syms.get(node)
         if got is not None:
             return got
-        done = self._scan.get(key)
-        if done is not None:
-            got = self._accept[done]
-        else:
-            got = False
-            tails, lhs, starts = self._tail_nullable, self.lhs, self._start_set
-            first = (node, -1 - terminal)
-            seen, stack = {first}, [first]
-            while stack and not got:
-                n, sym = stack.pop()
-                for r, d, o in self._waiting_on(n, sym):
-                    if tails[r][d]:
-                        if r in starts:
-                            got = True
-                            break
-                        nxt = (o, lhs[r])
-                        if nxt not in seen:
-                            seen.add(nxt)
-                            stack.append(nxt)
-        self._scan_acc[key] = got
-        return got
+        todo = [node]
+        while todo:
+            n = todo[-1]
+            if n in self._acc_syms:
+                todo.pop()
+                continue
+            missing = [o for _, _, o in self.items[n] if o != SELF and o not in self._acc_syms]
+            if missing:
+                todo.extend(dict.fromkeys(missing))
+                continue
+            todo.pop()
+            self._acc_syms[n] = self._accept_symbols_of(n)
+        return self._acc_syms[node]
+
+    def _accept_symbols_of(self, n: int) -> frozenset:
+        tails, lhs, rhs_of, starts, acc = self._tail_nullable, self.lhs, self.rhs, self._start_set, self._acc_syms
+        out, local = set(), []       # local: (symbol, lhs) of items predicted here
+        for r, d, o in self.items[n]:
+            if not tails[r][d + 1]:
+                continue
+            x = rhs_of[r][d]
+            if r in starts or (o != SELF and lhs[r] in acc[o]):
+                out.add(x)
+            elif o == SELF:
+                local.append((x, lhs[r]))
+        changed = bool(local)
+        while changed:
+            changed = False
+            for x, a in local:
+                if a in out and x not in out:
+                    out.add(x)
+                    changed = True
+        return frozenset(out)
 
     def scan(self, node: int, terminal: int) -> int:
         """The node after one ``terminal`` lexeme read at ``node``."""
