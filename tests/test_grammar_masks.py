@@ -176,3 +176,26 @@ def test_tokens_crossing_lexeme_boundaries_and_split_characters(deepseek):
     assert q2 != DEAD and not c.accepting(np.array([q2]))[0]
     assert c.automaton.walk(q2, b"\xb8\xad\"]") != DEAD and c.automaton.accepting[c.automaton.walk(q2, b"\xb8\xad\"]")]
     assert c.automaton.walk(q2, b'"') == DEAD  # a lone lead byte cannot end the string
+
+
+def test_mask_walks_restore_the_garbage_collector():
+    """Mask walks pause Python's collector and restore its setting, also when a limit fails."""
+    import gc
+
+    from hf_constrained.grammar import GrammarLimitError
+
+    vocab = small_vocab("ab")
+    c = GrammarConstraint('start: ("a" | "b")+', vocab, eos_token_id=0)
+    assert gc.isenabled()
+    c.allowed_ids(c.state_of_text("a"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        c.allowed_ids(c.state_of_text("ab"))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    tight = GrammarConstraint('start: "a" start "b" | "b"', vocab, eos_token_id=0, max_configs=4, warm=False)
+    with pytest.raises(GrammarLimitError):
+        tight.allowed_ids(int(tight.starts[0]))
+    assert gc.isenabled()

@@ -80,6 +80,7 @@ class ConfigAutomaton:
         self._merge: dict = {}
         self._lanes: dict = {}          # parser node -> (slots, lexer start states)
         self._continues: dict = {}
+        self._moves: dict = {}          # lane states -> _lexer_moves
         self._keys: list = []           # cid -> (boundary, threads, strip, pending scans)
         self._ids: dict = {}
         self._closed: list = []         # cid -> (boundary with its scans merged, threads, strip) or None
@@ -213,41 +214,58 @@ class ConfigAutomaton:
                 states.extend(nst)
             row = np.zeros(self.n_classes, dtype=np.int32)
             if states:
-                st = np.array(states, dtype=np.int64)
-                self.lexer.expand_many(st)
-                moves = self.lexer.table[st]                       # lanes x classes
-                cols, inv = _distinct_columns(moves)
-                # only the live (column, lane) pairs are visited, in column order
-                ci, li = np.nonzero(cols)
-                vals = cols[ci, li]
-                uv, uinv = np.unique(vals, return_inverse=True)
-                goes = np.array([self._goes_on(v) for v in uv.tolist()], dtype=bool)[uinv.reshape(-1)]
-                acc = self.lexer.accepting[vals]
+                inv, columns = self._lexer_moves(tuple(states))
                 slot_of, intern = self._slots, self._intern
-                out = [DEAD] * len(cols)
-                pairs = zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist())
-                cur, keep, scans, back = -1, [], set(), set()
-                for c, i, s2, a, g in pairs:
-                    if c != cur:
-                        if cur >= 0:
-                            out[cur] = intern(frozenset(back), frozenset(keep), False, frozenset(scans))
-                        cur, keep, scans, back = c, [], set(), set()
-                    sl = slots[i]
-                    if a:
-                        node, term, ign = slot_of[sl]
-                        if ign:
-                            back.add(node)
-                        else:
-                            scans.add((node, term))
-                    if g:
-                        keep.append((sl, s2))
-                if cur >= 0:
-                    out[cur] = intern(frozenset(back), frozenset(keep), False, frozenset(scans))
-                row = np.array(out, dtype=np.int32)[np.asarray(inv).reshape(-1)]
+                out = []
+                for col in columns:
+                    if not col:
+                        out.append(DEAD)
+                        continue
+                    keep, scans, back = [], set(), set()
+                    for i, s2, a, g in col:
+                        sl = slots[i]
+                        if a:
+                            node, term, ign = slot_of[sl]
+                            if ign:
+                                back.add(node)
+                            else:
+                                scans.add((node, term))
+                        if g:
+                            keep.append((sl, s2))
+                    out.append(intern(frozenset(back), frozenset(keep), False, frozenset(scans)))
+                row = np.array(out, dtype=np.int32)[inv]
             if strip:  # decode() drops the text's first space: reading it changes nothing
                 row[self._space_class] = self._intern(boundary, threads, False)
             self.table[cid] = row
             self.expanded[cid] = True
+
+    #: lane-state tuples whose lexer step is kept (see _lexer_moves); past it the memo restarts
+    MOVES_MEMO = 50_000
+
+    def _lexer_moves(self, states: tuple) -> tuple:
+        """One byte of the lexer for lanes in DFA ``states``: ``(column of each byte class,
+        columns)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
+        lanes. It depends on the lanes' states alone, and configurations whose nodes expect
+        the same terminals share them, so it is kept per tuple (the numpy work of a row)."""
+        got = self._moves.get(states)
+        if got is None:
+            st = np.array(states, dtype=np.int64)
+            self.lexer.expand_many(st)
+            moves = self.lexer.table[st]                       # lanes x classes
+            cols, inv = _distinct_columns(moves)
+            ci, li = np.nonzero(cols)                          # the live (column, lane) pairs
+            vals = cols[ci, li]
+            uv, uinv = np.unique(vals, return_inverse=True)
+            goes = np.array([self._goes_on(v) for v in uv.tolist()], dtype=bool)[uinv.reshape(-1)]
+            acc = self.lexer.accepting[vals]
+            columns = [[] for _ in range(len(cols))]
+            for c, i, s2, a, g in zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist()):
+                columns[c].append((i, s2, a, g))
+            got = (np.asarray(inv).reshape(-1), [tuple(c) for c in columns])
+            if len(self._moves) >= self.MOVES_MEMO:
+                self._moves.clear()
+            self._moves[states] = got
+        return got
 
     def expand_many(self, cids) -> None:
         for c in np.unique(np.asarray(cids)).tolist():

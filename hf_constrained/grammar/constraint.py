@@ -25,7 +25,10 @@ iff the configuration is a sentence.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
+import threading
 import time
 from pathlib import Path
 
@@ -118,6 +121,32 @@ def grammar_list(grammar_or_grammars) -> tuple:
     raise TypeError("grammar_or_grammars must be grammar text or a non-empty list of grammar texts")
 
 
+_GC_LOCK = threading.Lock()
+_GC_HOLDERS = [0, False]     # mask walks in progress, whether the collector was on before the first
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector during a mask walk (then restore it).
+
+    A walk that reaches a new region of the grammar creates tens of thousands of small
+    tuples and frozensets (configurations, parser items) that live as long as the
+    automaton; the collector's full passes over them took a third to a half of such a
+    walk. They form no reference cycles, so nothing is left for the collector to find."""
+    with _GC_LOCK:
+        if _GC_HOLDERS[0] == 0:
+            _GC_HOLDERS[1] = gc.isenabled()
+            gc.disable()
+        _GC_HOLDERS[0] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC_HOLDERS[0] -= 1
+            if _GC_HOLDERS[0] == 0 and _GC_HOLDERS[1]:
+                gc.enable()
+
+
 class GrammarConstraint(Constraint):
     """The language of one grammar per prompt (or one for all), over a vocabulary.
 
@@ -195,7 +224,7 @@ class GrammarConstraint(Constraint):
         exists is read without it."""
         state = int(state)
         if state not in self.index._bits:
-            with self.automaton._lock:
+            with _collector_paused(), self.automaton._lock:
                 self.index.bits(state)
         return state
 
@@ -211,7 +240,7 @@ class GrammarConstraint(Constraint):
         return ~self.index.mask_bytes(self._ensure(state), width)
 
     def successors(self, state: int) -> np.ndarray:
-        with self.automaton._lock:
+        with _collector_paused(), self.automaton._lock:
             return self.index.successors(int(state))
 
     @property
@@ -223,7 +252,7 @@ class GrammarConstraint(Constraint):
         starts; True when every reachable one has its mask (a grammar with recursion
         reaches infinitely many, so this stops after ``max_states`` masks or ``max_seconds``)."""
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
-        with self.automaton._lock:
+        with _collector_paused(), self.automaton._lock:
             return self.index.precompute(max_states=max_states, deadline=deadline)
 
     # ---------------------------------------------------------------- disk cache
