@@ -73,6 +73,7 @@ class ConfigAutomaton:
                                    "make the terminal non-empty and the rule that uses it optional")
         self.byte_class = dfa.byte_class
         self.n_classes = dfa.n_classes
+        self._no_lanes = (np.zeros(self.n_classes, dtype=np.int64), [()], [np.arange(self.n_classes)])
         self._space_class = int(dfa.byte_class[0x20])
         self._lock = threading.RLock()
         self._slot_ids: dict = {}
@@ -81,6 +82,7 @@ class ConfigAutomaton:
         self._lanes: dict = {}          # parser node -> (slots, lexer start states)
         self._continues: dict = {}
         self._moves: dict = {}          # lane states -> _lexer_moves
+        self._plans: dict = {}          # cid -> _plan, while its row is partly filled
         self._keys: list = []           # cid -> (boundary, threads, strip, pending scans)
         self._ids: dict = {}
         self._closed: list = []         # cid -> (boundary with its scans merged, threads, strip) or None
@@ -191,60 +193,106 @@ class ConfigAutomaton:
         return got
 
     # ---------------------------------------------------------------- expansion
+    def _plan(self, cid: int) -> tuple:
+        """What filling ``cid``'s row needs: ``(canon,)`` for a configuration with the content
+        of an earlier one (its cells are copied), else ``(slots, column of each byte class,
+        columns, classes of each column, successor of the first space or None)``."""
+        got = self._plans.get(cid)
+        if got is None:
+            closed = self._closed_key(cid)
+            canon = self._by_closed[closed]
+            if canon != cid:
+                got = (canon,)
+            else:
+                boundary, threads, strip = closed
+                slots, states = [], []
+                for sl, st in threads:
+                    slots.append(sl)
+                    states.append(st)
+                for n in boundary:
+                    ns, nst = self._node_lanes(n)
+                    slots.extend(ns)
+                    states.extend(nst)
+                if states:
+                    inv, columns, col_classes = self._lexer_moves(tuple(states))
+                else:
+                    inv, columns, col_classes = self._no_lanes
+                strip_to = None
+                if strip:  # decode() drops the text's first space: reading it changes nothing
+                    strip_to = self._intern(boundary, threads, False)
+                    self.table[cid, self._space_class] = strip_to
+                got = (slots, inv, columns, col_classes, strip_to)
+            self._plans[cid] = got
+        return got
+
+    def _fill_column(self, cid: int, col: int, plan: tuple) -> None:
+        """The successor of ``cid`` for every byte class of lexer column ``col``."""
+        slots, _, columns, col_classes, strip_to = plan
+        nxt = DEAD
+        if columns[col]:
+            slot_of = self._slots
+            keep, scans, back = [], set(), set()
+            for i, s2, a, g in columns[col]:
+                sl = slots[i]
+                if a:
+                    node, term, ign = slot_of[sl]
+                    if ign:
+                        back.add(node)
+                    else:
+                        scans.add((node, term))
+                if g:
+                    keep.append((sl, s2))
+            nxt = self._intern(frozenset(back), frozenset(keep), False, frozenset(scans))
+        row = self.table[cid]               # after _intern, which may grow the table
+        row[col_classes[col]] = nxt
+        if strip_to is not None:
+            row[self._space_class] = strip_to
+
+    def _fill_cell(self, cid: int, k: int) -> None:
+        plan = self._plan(cid)
+        if len(plan) == 1:  # the same content as an earlier configuration: the same cells
+            canon = plan[0]
+            if self.table[canon, k] < 0:
+                self._fill_cell(canon, k)
+            self.table[cid] = self.table[canon]
+        else:
+            self._fill_column(cid, int(plan[1][k]), plan)
+        if self.table[cid].min() >= 0:
+            self.expanded[cid] = True
+            self._plans.pop(cid, None)
+
+    def fill(self, cids, classes) -> None:
+        """Compute the cells ``table[cids[i], classes[i]]`` (the others of a row wait until a
+        walk reads them: most successors of a configuration lead to no token)."""
+        with self._lock:
+            n = self.n_classes
+            for flat in np.unique(np.asarray(cids, dtype=np.int64) * n + np.asarray(classes)).tolist():
+                cid, k = divmod(flat, n)
+                if self.table[cid, k] < 0:
+                    self._fill_cell(cid, k)
+
     def expand(self, cid: int) -> None:
-        """Compute the transition row of configuration ``cid`` (idempotent)."""
+        """Compute the whole transition row of configuration ``cid`` (idempotent)."""
         with self._lock:
             if self.expanded[cid]:
                 return
-            closed = self._closed_key(cid)
-            canon = self._by_closed[closed]
-            if canon != cid:  # the same content as an earlier configuration: the same row
-                self.expand(canon)
-                self.table[cid] = self.table[canon]
-                self.expanded[cid] = True
-                return
-            boundary, threads, strip = closed
-            slots, states = [], []
-            for sl, s in threads:
-                slots.append(sl)
-                states.append(s)
-            for n in boundary:
-                ns, nst = self._node_lanes(n)
-                slots.extend(ns)
-                states.extend(nst)
-            row = np.zeros(self.n_classes, dtype=np.int32)
-            if states:
-                inv, columns = self._lexer_moves(tuple(states))
-                slot_of, intern = self._slots, self._intern
-                out = []
-                for col in columns:
-                    if not col:
-                        out.append(DEAD)
-                        continue
-                    keep, scans, back = [], set(), set()
-                    for i, s2, a, g in col:
-                        sl = slots[i]
-                        if a:
-                            node, term, ign = slot_of[sl]
-                            if ign:
-                                back.add(node)
-                            else:
-                                scans.add((node, term))
-                        if g:
-                            keep.append((sl, s2))
-                    out.append(intern(frozenset(back), frozenset(keep), False, frozenset(scans)))
-                row = np.array(out, dtype=np.int32)[inv]
-            if strip:  # decode() drops the text's first space: reading it changes nothing
-                row[self._space_class] = self._intern(boundary, threads, False)
-            self.table[cid] = row
+            plan = self._plan(cid)
+            if len(plan) == 1:
+                self.expand(plan[0])
+                self.table[cid] = self.table[plan[0]]
+            else:
+                for col, classes in enumerate(plan[3]):
+                    if self.table[cid, classes[0]] < 0:
+                        self._fill_column(cid, col, plan)
             self.expanded[cid] = True
+            self._plans.pop(cid, None)
 
     #: lane-state tuples whose lexer step is kept (see _lexer_moves); past it the memo restarts
     MOVES_MEMO = 50_000
 
     def _lexer_moves(self, states: tuple) -> tuple:
         """One byte of the lexer for lanes in DFA ``states``: ``(column of each byte class,
-        columns)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
+        columns, byte classes of each column)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
         lanes. It depends on the lanes' states alone, and configurations whose nodes expect
         the same terminals share them, so it is kept per tuple (the numpy work of a row)."""
         got = self._moves.get(states)
@@ -261,7 +309,7 @@ class ConfigAutomaton:
             columns = [[] for _ in range(len(cols))]
             for c, i, s2, a, g in zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist()):
                 columns[c].append((i, s2, a, g))
-            got = (np.asarray(inv).reshape(-1), [tuple(c) for c in columns])
+            got = (np.asarray(inv).reshape(-1), [tuple(c) for c in columns], _classes_of_columns(inv, len(cols)))
             if len(self._moves) >= self.MOVES_MEMO:
                 self._moves.clear()
             self._moves[states] = got
@@ -349,6 +397,13 @@ class ConfigAutomaton:
         with self._lock:
             boundary, threads, strip = self._closed_key(cid)
         return {"boundary": sorted(boundary), "threads": sorted(threads), "strip": strip}
+
+
+def _classes_of_columns(inv: np.ndarray, n_cols: int) -> list:
+    """``[byte classes whose column is c for c in range(n_cols)]``."""
+    inv = np.asarray(inv).reshape(-1)
+    order = np.argsort(inv, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(inv, minlength=n_cols))[:-1])
 
 
 def _offsets(groups) -> np.ndarray:
