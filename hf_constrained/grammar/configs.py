@@ -66,7 +66,8 @@ class ConfigAutomaton:
             pats.append(" ")  # gives the space byte a class of its own (never a terminal)
         self.lexer = dfa = _terminal_dfa(pats, p.terminal_names)
         self.term_start = np.array(dfa.starts[:len(p.terminal_patterns)], dtype=np.int64)
-        for t, s in enumerate(self.term_start.tolist()):
+        self._term_start = self.term_start.tolist()
+        for t, s in enumerate(self._term_start):
             if dfa.accepting[s]:
                 raise GrammarError(f"terminal {p.terminal_names[t]} matches the empty string "
                                    f"(regex {p.terminal_patterns[t]!r}); terminals must be non-empty: "
@@ -176,12 +177,13 @@ class ConfigAutomaton:
         if got is None:
             p = self.parser
             slots, states = [], []
+            term_start = self._term_start
             for t in p.expected(n):
                 slots.append(self._slot(n, t, False))
-                states.append(int(self.term_start[t]))
+                states.append(term_start[t])
             for t in p.ignore[p.grammar[n]]:
                 slots.append(self._slot(n, t, True))
-                states.append(int(self.term_start[t]))
+                states.append(term_start[t])
             got = self._lanes[n] = (slots, states)
         return got
 

@@ -104,7 +104,8 @@ class Parser:
         self.grammar: list = []     # node -> grammar index
         self._expect: list = []     # node -> tuple of terminal ids after a dot
         self._accept: list = []
-        self._waiting: list = []    # node -> {symbol: [advanced, re-rooted items]} (lazy)
+        self._waiting: list = []    # node -> (explicit {symbol: [advanced items]}, {symbol: all of them}) (lazy)
+        self._parts: list = []      # node -> (its items that are no prediction block, block roots) or None
         self._closure: dict = {}    # kernel frozenset -> node
         self._scan: dict = {}       # (node, terminal) -> node
         self._acc_syms: dict = {}   # node -> _accept_symbols
@@ -128,14 +129,27 @@ class Parser:
 
     # ---------------------------------------------------------------- nodes
     def _waiting_on(self, node: int, sym: int) -> list:
+        """The items of ``node`` waiting on ``sym``, advanced over it, origins made concrete
+        (built per symbol: those of the node's prediction blocks come from the blocks)."""
         w = self._waiting[node]
         if w is None:
-            w = self._waiting[node] = {}
-            for r, d, o in self.items[node]:
-                rhs = self.rhs[r]
-                if d < len(rhs):
-                    w.setdefault(rhs[d], []).append((r, d + 1, node if o == SELF else o))
-        return w.get(sym, ())
+            ex = {}
+            parts = self._parts[node]
+            rhs_of = self.rhs
+            for r, d, o in (parts[0] if parts is not None else self.items[node]):
+                ex.setdefault(rhs_of[r][d], []).append((r, d + 1, node if o == SELF else o))
+            w = self._waiting[node] = (ex, {})
+        ex, done = w
+        got = done.get(sym)
+        if got is None:
+            got = ex.get(sym, [])
+            parts = self._parts[node]
+            if parts is not None:
+                extra = [(r, d1, node) for root in parts[1] for r, d1 in self._predict[root][3].get(sym, ())]
+                if extra:
+                    got = got + extra
+            done[sym] = got
+        return got
 
     def _tails(self, rhs: tuple) -> list:
         out = [True] * (len(rhs) + 1)
@@ -144,8 +158,9 @@ class Parser:
         return out
 
     def _predicted(self, s: int) -> tuple:
-        """``(open items, expected terminals, nonterminals)`` that predicting nonterminal ``s``
-        adds to any node: the rules of ``s`` and, transitively, of every nonterminal after one
+        """``(open items, expected terminals, nonterminals, {symbol: ((rule, dot + 1), ...)} of
+        the items waiting on a symbol, [(symbol, left-hand side)] of the items whose rest after
+        that symbol is nullable)`` that predicting nonterminal ``s`` adds to any node: the rules of ``s`` and, transitively, of every nonterminal after one
         of their dots (dots moved over nullable symbols), all with origin :data:`SELF`. It is
         the same at every node, so it is computed once per nonterminal: a closure then visits
         only the items that point back to earlier nodes. A predicted item that completes (a
@@ -173,8 +188,13 @@ class Parser:
                     if it not in items:
                         items.add(it)
                         stack.append(it)
-            got = self._predict[s] = (frozenset(it for it in items if it[1] < len(rhs_of[it[0]])),
-                                      frozenset(expect), frozenset(nts))
+            open_items = frozenset(it for it in items if it[1] < len(rhs_of[it[0]]))
+            wait: dict = {}
+            for r, d, _ in open_items:
+                wait.setdefault(rhs_of[r][d], []).append((r, d + 1))
+            completes = [(rhs_of[r][d], self.lhs[r]) for r, d, _ in open_items if self._tail_nullable[r][d + 1]]
+            got = self._predict[s] = (open_items, frozenset(expect), frozenset(nts),
+                                      {k: tuple(v) for k, v in wait.items()}, completes)
         return got
 
     def _close(self, kernel: frozenset, grammar: int) -> int:
@@ -187,6 +207,7 @@ class Parser:
         expect = set()
         done_nts = set()        # nonterminals whose prediction closure is in `bulk`
         bulk = []               # prediction closures (frozensets of SELF items)
+        roots = []              # the nonterminals they were predicted from
         accept = False
         n_bulk = 0
         while stack:
@@ -197,9 +218,10 @@ class Parser:
                 s = rhs[d]
                 if s >= 0:
                     if s not in done_nts:
-                        p_items, p_expect, p_nts = predicted(s)
+                        p_items, p_expect, p_nts = predicted(s)[:3]
                         done_nts |= p_nts
                         bulk.append(p_items)
+                        roots.append(s)
                         expect |= p_expect
                         n_bulk += len(p_items)
                     if nullable[s]:
@@ -216,8 +238,7 @@ class Parser:
                     items.add(it)
                     stack.append(it)
             if len(items) + n_bulk > self.max_items:  # n_bulk may count an item twice: merge, recount
-                merged = frozenset().union(*bulk)
-                bulk, n_bulk = [merged], len(merged)
+                n_bulk = len(frozenset().union(*bulk))
                 if len(items) + n_bulk > self.max_items:
                     raise GrammarLimitError(
                         f"a parser configuration holds more than max_items={self.max_items} Earley items "
@@ -225,13 +246,13 @@ class Parser:
                         "make the grammar less ambiguous or raise max_items")
         # completed items have done their work (their completions are in the set):
         # the future depends only on the open items and on acceptance
-        open_items = frozenset(it for it in items if it[1] < len(rhs_of[it[0]])).union(*bulk)
-        key = (open_items, accept)
-        nid = self._node(key, grammar, expect)
+        explicit = frozenset(it for it in items if it[1] < len(rhs_of[it[0]]))
+        key = (explicit.union(*bulk), accept)
+        nid = self._node(key, grammar, expect, (tuple(explicit), tuple(roots)))
         self._closure[kernel] = nid
         return nid
 
-    def _node(self, key: tuple, grammar: int, expect) -> int:
+    def _node(self, key: tuple, grammar: int, expect, parts=None) -> int:
         """The id of the node ``(open items, accept)``, interned on first sight."""
         nid = self._ids.get(key)
         if nid is None:
@@ -252,6 +273,7 @@ class Parser:
             self._expect.append(tuple(sorted(expect)))
             self._accept.append(key[1])
             self._waiting.append(None)
+            self._parts.append(parts)
         return nid
 
     # ---------------------------------------------------------------- disk cache
@@ -348,7 +370,9 @@ class Parser:
             if n in self._acc_syms:
                 todo.pop()
                 continue
-            missing = [o for _, _, o in self.items[n] if o != SELF and o not in self._acc_syms]
+            parts = self._parts[n]
+            missing = [o for _, _, o in (parts[0] if parts is not None else self.items[n])
+                       if o != SELF and o not in self._acc_syms]
             if missing:
                 todo.extend(dict.fromkeys(missing))
                 continue
@@ -359,7 +383,8 @@ class Parser:
     def _accept_symbols_of(self, n: int) -> frozenset:
         tails, lhs, rhs_of, starts, acc = self._tail_nullable, self.lhs, self.rhs, self._start_set, self._acc_syms
         out, local = set(), []       # local: (symbol, lhs) of items predicted here
-        for r, d, o in self.items[n]:
+        parts = self._parts[n]
+        for r, d, o in (parts[0] if parts is not None else self.items[n]):
             if not tails[r][d + 1]:
                 continue
             x = rhs_of[r][d]
@@ -367,6 +392,9 @@ class Parser:
                 out.add(x)
             elif o == SELF:
                 local.append((x, lhs[r]))
+        if parts is not None:
+            for root in parts[1]:
+                local.extend(self._predict[root][4])
         changed = bool(local)
         while changed:
             changed = False
