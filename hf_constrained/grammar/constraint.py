@@ -161,8 +161,7 @@ class _GrammarIndex(TokenIndex):
         cur = dfa.table.ravel().take(flat)
         if len(cur) and cur.min() < 0:  # cells not computed yet hold -1
             miss = cur < 0
-            with self.lock:
-                dfa.fill(states[miss], classes[miss])
+            dfa.fill(states[miss], classes[miss])   # under the automaton's lock (and no other)
             cur = dfa.table.ravel().take(flat)
         return cur
 
@@ -175,9 +174,8 @@ class _GrammarIndex(TokenIndex):
             todo = [s for s in got[0].tolist() if not self.dfa.expanded[s]]
             if not todo:
                 return got
-            with self.lock:
-                for s in todo:
-                    self.dfa.expand(s)
+            for s in todo:
+                self.dfa.expand(s)
 
 
 class GrammarConstraint(Constraint):
