@@ -14,9 +14,14 @@ Reading a byte steps every thread and starts the terminals the boundary nodes
 expect (plus ``%ignore``); a thread whose DFA accepts ends its lexeme: the
 parser is consulted (only then) and all lexemes ending at the same byte are
 merged into one Earley node, while the thread also goes on (the lexeme may be
-longer). An ignored lexeme returns to the node it started at. Configurations
+longer). An ignored lexeme returns to the node it started at. The merge (an
+Earley closure, the costly part) waits until a walk reads on from that
+configuration: most configurations a mask walk reaches are where a token ends,
+and whether they are sentences is known without it
+(:meth:`~.earley.Parser.scan_accepts`). Configurations
 are interned to small ids, with a transition table ``table[config, byte
-class]`` grown lazily, exactly like the regex :class:`LazyDFA`: that is what
+class]`` grown lazily, cell by cell (:meth:`ConfigAutomaton.fill`: a walk
+computes only the successors it reads), like the regex :class:`LazyDFA`: that is what
 :class:`~hf_constrained.index.TokenIndex` walks over the vocabulary trie,
 vectorised, to compute token masks, so tokens that stay inside one lexeme and
 tokens that cross lexeme boundaries are both exact.
@@ -53,7 +58,9 @@ class ConfigAutomaton:
 
     Duck-types the parts of :class:`~hf_constrained.automaton.LazyDFA` that
     :class:`~hf_constrained.index.TokenIndex` uses (``table``, ``accepting``,
-    ``byte_class``, ``starts``, ``expand_many``, ``num_states``).
+    ``byte_class``, ``starts``, ``expand_many``, ``num_states``,
+    ``mask_representative``), plus :meth:`fill` for the index of
+    :class:`~.constraint.GrammarConstraint`, which reads cells, not rows.
     """
 
     def __init__(self, grammars, *, strip_leading_space: bool = False,
