@@ -81,7 +81,7 @@ class ConfigAutomaton:
                                    "make the terminal non-empty and the rule that uses it optional")
         self.byte_class = dfa.byte_class
         self.n_classes = dfa.n_classes
-        self._no_lanes = (np.zeros(self.n_classes, dtype=np.int64), [()], [np.arange(self.n_classes)])
+        self._no_lanes = (np.zeros(self.n_classes, dtype=np.int64), [()])
         self._space_class = int(dfa.byte_class[0x20])
         self._lock = threading.RLock()
         self._slot_ids: dict = {}
@@ -205,7 +205,7 @@ class ConfigAutomaton:
     def _plan(self, cid: int) -> tuple:
         """What filling ``cid``'s row needs: ``(canon,)`` for a configuration with the content
         of an earlier one (its cells are copied), else ``(slots, column of each byte class,
-        columns, classes of each column, successor of the first space or None)``."""
+        columns, successor of the first space or None)``."""
         got = self._plans.get(cid)
         if got is None:
             closed = self._closed_key(cid)
@@ -222,21 +222,18 @@ class ConfigAutomaton:
                     ns, nst = self._node_lanes(n)
                     slots.extend(ns)
                     states.extend(nst)
-                if states:
-                    inv, columns, col_classes = self._lexer_moves(tuple(states))
-                else:
-                    inv, columns, col_classes = self._no_lanes
+                inv, columns = self._lexer_moves(tuple(states)) if states else self._no_lanes
                 strip_to = None
                 if strip:  # decode() drops the text's first space: reading it changes nothing
                     strip_to = self._intern(boundary, threads, False)
                     self.table[cid, self._space_class] = strip_to
-                got = (slots, inv, columns, col_classes, strip_to)
+                got = (slots, inv, columns, strip_to)
             self._plans[cid] = got
         return got
 
     def _fill_column(self, cid: int, col: int, plan: tuple) -> None:
         """The successor of ``cid`` for every byte class of lexer column ``col``."""
-        slots, _, columns, col_classes, strip_to = plan
+        slots, inv, columns, strip_to = plan
         nxt = DEAD
         if columns[col]:
             slot_of = self._slots
@@ -253,7 +250,7 @@ class ConfigAutomaton:
                     keep.append((sl, s2))
             nxt = self._intern(frozenset(back), frozenset(keep), False, frozenset(scans))
         row = self.table[cid]               # after _intern, which may grow the table
-        row[col_classes[col]] = nxt
+        row[inv == col] = nxt
         if strip_to is not None:
             row[self._space_class] = strip_to
 
@@ -290,9 +287,10 @@ class ConfigAutomaton:
                 self.expand(plan[0])
                 self.table[cid] = self.table[plan[0]]
             else:
-                for col, classes in enumerate(plan[3]):
-                    if self.table[cid, classes[0]] < 0:
-                        self._fill_column(cid, col, plan)
+                inv = plan[1]
+                for k in range(self.n_classes):
+                    if self.table[cid, k] < 0:
+                        self._fill_column(cid, int(inv[k]), plan)
             self.expanded[cid] = True
             self._plans.pop(cid, None)
 
@@ -301,7 +299,7 @@ class ConfigAutomaton:
 
     def _lexer_moves(self, states: tuple) -> tuple:
         """One byte of the lexer for lanes in DFA ``states``: ``(column of each byte class,
-        columns, byte classes of each column)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
+        columns)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
         lanes. It depends on the lanes' states alone, and configurations whose nodes expect
         the same terminals share them, so it is kept per tuple (the numpy work of a row)."""
         got = self._moves.get(states)
@@ -318,7 +316,7 @@ class ConfigAutomaton:
             columns = [[] for _ in range(len(cols))]
             for c, i, s2, a, g in zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist()):
                 columns[c].append((i, s2, a, g))
-            got = (np.asarray(inv).reshape(-1), [tuple(c) for c in columns], _classes_of_columns(inv, len(cols)))
+            got = (np.asarray(inv).reshape(-1), [tuple(c) for c in columns])
             if len(self._moves) >= self.MOVES_MEMO:
                 self._moves.clear()
             self._moves[states] = got
@@ -406,13 +404,6 @@ class ConfigAutomaton:
         with self._lock:
             boundary, threads, strip = self._closed_key(cid)
         return {"boundary": sorted(boundary), "threads": sorted(threads), "strip": strip}
-
-
-def _classes_of_columns(inv: np.ndarray, n_cols: int) -> list:
-    """``[byte classes whose column is c for c in range(n_cols)]``."""
-    inv = np.asarray(inv).reshape(-1)
-    order = np.argsort(inv, kind="stable")
-    return np.split(order, np.cumsum(np.bincount(inv, minlength=n_cols))[:-1])
 
 
 def _offsets(groups) -> np.ndarray:
