@@ -160,9 +160,9 @@ class Parser:
     def _predicted(self, s: int) -> tuple:
         """``(open items, expected terminals, nonterminals, {symbol: ((rule, dot + 1), ...)} of
         the items waiting on a symbol, [(symbol, left-hand side)] of the items whose rest after
-        that symbol is nullable)`` that predicting nonterminal ``s`` adds to any node: the rules of ``s`` and, transitively, of every nonterminal after one
-        of their dots (dots moved over nullable symbols), all with origin :data:`SELF`. It is
-        the same at every node, so it is computed once per nonterminal: a closure then visits
+        that symbol is nullable)`` that predicting nonterminal ``s`` adds to any node: the
+        rules of ``s`` and, transitively, of every nonterminal after one of their dots (dots
+        moved over nullable symbols), all with origin :data:`SELF`. It is the same at every node, so it is computed once per nonterminal: a closure then visits
         only the items that point back to earlier nodes. A predicted item that completes (a
         nullable rule) needs no completion step: Aycock-Horspool moved the predicting dot."""
         got = self._predict.get(s)
@@ -238,7 +238,8 @@ class Parser:
                     items.add(it)
                     stack.append(it)
             if len(items) + n_bulk > self.max_items:  # n_bulk may count an item twice: merge, recount
-                n_bulk = len(frozenset().union(*bulk))
+                merged = frozenset().union(*bulk)
+                bulk, n_bulk = [merged], len(merged)
                 if len(items) + n_bulk > self.max_items:
                     raise GrammarLimitError(
                         f"a parser configuration holds more than max_items={self.max_items} Earley items "
