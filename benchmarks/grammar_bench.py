@@ -1,6 +1,6 @@
 """Grammar benchmarks (offline, 129k DeepSeek tokenizer, CPU).
 
-    python benchmarks/grammar_bench.py [--steps 24] [--json-out FILE]
+    python benchmarks/grammar_bench.py [--steps 24] [--sections ...] [--json-out FILE]
 
 1. text -> first mask of a ~120-rule SQL SELECT subset, as a user experiences it (the
    tokenizer's Vocabulary is built once beforehand, as every processor of a process shares it):
@@ -10,9 +10,13 @@
    states: measured inside a child process, from the text to the first mask);
 2. processor time per generate() step, JSON-like arrays as a grammar vs the same
    language as a regex, at 1 and 64 sampled rows (median over steps and 3 repeats);
-3. p99 of the processor's per-call time at one row (grammar path), in generate() and
-   replaying real JSON documents token by token through a fresh processor (``cold``: every
+3. per-call time at one row for SQL (GBNF and Lark forms), arithmetic (GBNF: every character
+   a lexeme, and Lark) and JSON: in generate() (sampling, a fresh processor per seed) and
+   replaying fixed documents token by token through a fresh processor (every state new);
+4. p99 of the processor's per-call time at one row (grammar path vs regex path), replaying
+   real JSON documents token by token through a fresh processor (``cold``: every
    state new) and the same processor again (``warm``).
+``--sections`` picks a subset (``first_mask,per_call,per_step,json_replay``).
 The peers (xgrammar, transformers-cfg) are compared in ``grammar_peers.py``.
 """
 
@@ -28,6 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hf_constrained import GrammarProcessor, RegexProcessor, offline, schema_to_regex  # noqa: E402
+from hf_constrained.errors import StateLimitError  # noqa: E402
 from hf_constrained.vocabulary import Vocabulary  # noqa: E402
 
 FUNCS = ["count", "sum", "avg", "min", "max", "lower", "upper", "length", "abs", "round", "coalesce",
@@ -102,16 +107,35 @@ NUMBER: /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/
 STRING: /"(?:[^"\\\x00-\x1f\ud800-\udfff]|\\["\\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))*"/
 """
 ARRAY_REGEX = r"\[( ?-?(0|[1-9][0-9]{0,8})( ?, ?-?(0|[1-9][0-9]{0,8}))*)? ?\]"
+# the arithmetic grammar of grammar_peers.py (GBNF: every character a lexeme) in Lark form,
+# numbers as one regex lexeme
+ARITH_LARK = r"""
+start: sum
+sum: product (" "? /[+-]/ " "? product)*
+product: atom (" "? /[*\/]/ " "? atom)*
+atom: NUMBER | "-" atom | "(" " "? sum " "? ")"
+NUMBER: /[0-9]+(\.[0-9]+)?/
+"""
+#: documents replayed token by token through a fresh processor (every state new), per grammar
+SQL_DOCS = ["SELECT name, count(*) FROM users WHERE age > 30 ORDER BY name",
+            "select a.id, b.total from orders a join payments b on a.id = b.order_id where b.total >= 10 limit 5",
+            "SELECT DISTINCT city FROM people WHERE name LIKE 'a%' AND age BETWEEN 20 AND 40;"]
+ARITH_DOCS = ["(12 + 3.5) * -4 / (7-2)", "1+2*3-4/5", "((((7))))*(8.25 - -3)"]
 
 
 class Timed:
+    """A logits processor's wall-clock time per call (``times``) and the process's CPU time
+    per call (``cpu_times``: on a loaded machine a call that waits for a core shows up in
+    the first and not in the second)."""
+
     def __init__(self, proc):
-        self.proc, self.times = proc, []
+        self.proc, self.times, self.cpu_times = proc, [], []
 
     def __call__(self, input_ids, scores):
-        t = time.perf_counter()
+        c, t = time.process_time(), time.perf_counter()
         out = self.proc(input_ids, scores)
         self.times.append(time.perf_counter() - t)
+        self.cpu_times.append(time.process_time() - c)
         return out
 
 
@@ -140,8 +164,9 @@ def p99(xs):
     return xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))]
 
 
-def replay(proc, tok, docs):
-    """Per-call times of ``proc`` fed each document's tokens (then EOS), one row."""
+def replay(proc, tok, docs, cpu_times=None):
+    """Per-call times of ``proc`` fed each document's tokens (then EOS), one row (CPU times
+    appended to ``cpu_times`` when given)."""
     times = []
     prompt = tok(["Data:"], return_tensors="pt")["input_ids"]
     scores = torch.zeros(1, len(tok))
@@ -149,9 +174,11 @@ def replay(proc, tok, docs):
         cur = prompt
         for t in tok.encode(d, add_special_tokens=False) + [tok.eos_token_id]:
             s = scores.clone()
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             out = proc(cur, s)
             times.append(time.perf_counter() - t0)
+            if cpu_times is not None:
+                cpu_times.append(time.process_time() - c0)
             if not out[0, t] > -1e30:
                 raise AssertionError(f"the document's own token {t} was masked out in {d!r}")
             cur = torch.cat([cur, torch.tensor([[t]])], 1)
@@ -187,16 +214,56 @@ def disk_first_mask(text, runs=3):
     return statistics.median(times)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=24)
-    ap.add_argument("--json-out")
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    tok = offline.deepseek_tokenizer()
-    Vocabulary.from_tokenizer(tok)
-    model = offline.tiny_model(tok)
+def per_call_one_row(tok, model, steps, seeds=3):
+    """Per-call time of the processor at one row, per grammar: generate() (sampling ``steps``
+    tokens, a fresh processor per seed: median / p99 over all calls but the first), and a
+    fresh processor replaying fixed documents token by token (cold: every state new). Wall
+    clock and CPU time (``_cpu_``) per call."""
+    from grammar_peers import ARITH_GBNF, sql_gbnf
+    grammars = {"sql_gbnf": (sql_gbnf(), "gbnf", SQL_DOCS), "sql_lark": (sql_grammar(), "lark", SQL_DOCS),
+                "arith_gbnf": (ARITH_GBNF, "gbnf", ARITH_DOCS), "arith_lark": (ARITH_LARK, "lark", ARITH_DOCS),
+                "json": (JSON_GRAMMAR, "lark", JSON_DOCS)}
     res = {}
+    for name, (text, syntax, docs) in grammars.items():
+        for part in ("generate", "replay"):
+            try:
+                res.update(_per_call_grammar(part, name, text, syntax, docs, tok, model, steps, seeds))
+            except StateLimitError as e:   # an engine that cannot follow the text within its limits
+                res[f"{name}_{part}_error"] = f"{type(e).__name__}: {e}"
+        print(name, {k: (round(v, 2) if isinstance(v, float) else v) for k, v in res.items()
+                     if k.startswith(name + "_")}, flush=True)
+    return res
+
+
+def _per_call_grammar(part, name, text, syntax, docs, tok, model, steps, seeds):
+    res = {}
+    if part == "replay":
+        cpu = []
+        ts = replay(GrammarProcessor(text, tok, syntax=syntax, cache_dir=False), tok, docs, cpu)
+        for kind, ts in (("", ts), ("_cpu", cpu)):
+            res[f"{name}_replay_cold{kind}_call_ms_median"] = statistics.median(ts) * 1e3
+            res[f"{name}_replay_cold{kind}_call_ms_p99"] = p99(ts) * 1e3
+            res[f"{name}_replay_cold{kind}_call_ms_max"] = max(ts) * 1e3
+        return res
+    times, cpu = [], []
+    for seed in range(seeds):
+        timed = Timed(GrammarProcessor(text, tok, syntax=syntax, cache_dir=False))
+        torch.manual_seed(seed)
+        model.generate(**tok(["Answer:"], return_tensors="pt"), do_sample=True, max_new_tokens=steps,
+                       logits_processor=[timed], pad_token_id=tok.pad_token_id)
+        times.extend(timed.times[1:])
+        cpu.extend(timed.cpu_times[1:])
+    res[f"{name}_generate_calls"] = len(times)
+    for kind, ts in (("", times), ("_cpu", cpu)):
+        res[f"{name}_generate{kind}_call_ms_median"] = statistics.median(ts) * 1e3
+        res[f"{name}_generate{kind}_call_ms_p99"] = p99(ts) * 1e3
+    return res
+
+
+SECTIONS = ("first_mask", "per_step", "per_call", "json_replay")
+
+
+def first_mask(res, tok):
     from hf_constrained.grammar.cfg import from_lark
     g = sql_grammar()
     res["sql_rules"] = len(from_lark(g).rules)
@@ -218,11 +285,14 @@ def main():
     res["sql_text_to_first_mask_ms_cold_median"] = statistics.median(cold)
     res["sql_text_to_first_mask_ms_in_process_median"] = statistics.median(warm)
     res["sql_text_to_first_mask_ms_disk_median"] = disk_first_mask(g)
+
+
+def per_step_ratios(res, tok, model, steps):
     pairs = {"json": (JSON_GRAMMAR, schema_to_regex({})), "int_array": (ARRAY_GRAMMAR, ARRAY_REGEX)}
     for name, (grammar, pattern) in pairs.items():
         for rows in (1, 64):
-            gm, gt = per_step(lambda: GrammarProcessor(grammar, tok, cache_dir=False), tok, model, rows, args.steps)
-            rm, rt = per_step(lambda: RegexProcessor(pattern, tok, cache_dir=False), tok, model, rows, args.steps)
+            gm, gt = per_step(lambda: GrammarProcessor(grammar, tok, cache_dir=False), tok, model, rows, steps)
+            rm, rt = per_step(lambda: RegexProcessor(pattern, tok, cache_dir=False), tok, model, rows, steps)
             res[f"{name}_grammar_ms_per_step_{rows}"] = gm
             res[f"{name}_regex_ms_per_step_{rows}"] = rm
             res[f"{name}_ratio_{rows}"] = gm / rm
@@ -230,6 +300,9 @@ def main():
                 for k, ts in (("grammar", gt), ("regex", rt)):
                     ts.sort()
                     res[f"{name}_{k}_p99_ms_1row"] = ts[int(0.99 * (len(ts) - 1))] * 1e3
+
+
+def json_replay(res, tok):
     for kind, make in (("grammar", lambda: GrammarProcessor(JSON_GRAMMAR, tok, cache_dir=False)),
                        ("regex", lambda: RegexProcessor(schema_to_regex({}), tok, cache_dir=False))):
         proc = make()
@@ -237,6 +310,30 @@ def main():
             ts = replay(proc, tok, JSON_DOCS)
             res[f"json_replay_{kind}_{phase}_median_ms"] = statistics.median(ts) * 1e3
             res[f"json_replay_{kind}_{phase}_p99_ms"] = p99(ts) * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--json-out")
+    ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    args = ap.parse_args()
+    sections = set(args.sections.split(","))
+    torch.set_num_threads(1)
+    tok = offline.deepseek_tokenizer()
+    Vocabulary.from_tokenizer(tok)
+    model = offline.tiny_model(tok)
+    import os
+    res = {"load_average_at_start": os.getloadavg()}
+    if "first_mask" in sections:
+        first_mask(res, tok)
+    if "per_call" in sections:
+        res.update(per_call_one_row(tok, model, 32))
+    if "per_step" in sections:
+        per_step_ratios(res, tok, model, args.steps)
+    if "json_replay" in sections:
+        json_replay(res, tok)
+    res["load_average_at_end"] = os.getloadavg()
     print(json.dumps(res, indent=1))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(res, indent=1))

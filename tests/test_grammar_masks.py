@@ -176,3 +176,63 @@ def test_tokens_crossing_lexeme_boundaries_and_split_characters(deepseek):
     assert q2 != DEAD and not c.accepting(np.array([q2]))[0]
     assert c.automaton.walk(q2, b"\xb8\xad\"]") != DEAD and c.automaton.accepting[c.automaton.walk(q2, b"\xb8\xad\"]")]
     assert c.automaton.walk(q2, b'"') == DEAD  # a lone lead byte cannot end the string
+
+
+def test_mask_walks_restore_the_garbage_collector():
+    """Mask walks pause Python's collector and restore its setting, also when a limit fails."""
+    import gc
+
+    from hf_constrained.grammar import GrammarLimitError
+
+    vocab = small_vocab("ab")
+    c = GrammarConstraint('start: ("a" | "b")+', vocab, eos_token_id=0)
+    assert gc.isenabled()
+    c.allowed_ids(c.state_of_text("a"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        c.allowed_ids(c.state_of_text("ab"))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    tight = GrammarConstraint('start: "a" start "b" | "b"', vocab, eos_token_id=0, max_configs=4, warm=False)
+    with pytest.raises(GrammarLimitError):
+        tight.allowed_ids(int(tight.starts[0]))
+    assert gc.isenabled()
+
+
+def test_cells_filled_lazily_and_lexical_regions_are_exact(deepseek):
+    """Mask walks fill only the transition cells they read (most of a row stays unfilled),
+    a state inside a JSON string is walked through its lexical region (whose rows are then
+    whole), and both give the brute-force masks (``walk`` fills rows whole)."""
+    c = GrammarConstraint(JSON, deepseek)
+    a = c.automaton
+    states = [c.state_of_text(t) for t in ('{"a": [1, ', '{"k": "abc', '["x\\\\', '[{"a": nul')]
+    regions = 0
+    for q in states:
+        allowed = c.allowed_ids(q).tolist()
+        regions += c.index._region(q) is not None
+        assert allowed == brute_force_allowed(c, q)
+    assert regions >= 2
+    table = a.table[:a.num_states]
+    assert (table < 0).any() and not a.expanded[:a.num_states].all()
+    assert all((table[s] >= 0).all() for s in np.flatnonzero(a.expanded[:a.num_states]))
+
+
+def test_region_state_with_a_partly_filled_row():
+    """A lexical region's last state (three bytes into an escape) whose row an earlier walk
+    filled in part: the region walk reads its rows directly, so they are filled whole first
+    (a cell left unfilled would read as a next state of -1)."""
+    vocab = Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)]
+                                        + [b'"\\xyz', b'\\xyz', b'ab"]', b'\\xyzq', b'\\xya'])
+    c = GrammarConstraint('start: "[" STRING "]"\nSTRING: /"([^"\\\\]|\\\\xyz)*"/', vocab, eos_token_id=0)
+    a = c.automaton
+    start = c.state_of_text("[")
+    c.allowed_ids(start)                   # reads '"\xyz' through the escape, cell by cell
+    cell = lambda s, ch: int(a.table[s, a.byte_class[ord(ch)]])  # noqa: E731  (no filling)
+    q = cell(start, '"')
+    e3 = cell(cell(cell(q, "\\"), "x"), "y")
+    assert e3 > 0 and cell(e3, "z") == q and (a.table[e3] < 0).any()   # partly filled
+    assert c.allowed_ids(q).tolist() == brute_force_allowed(c, q)
+    region = c.index._region(q)
+    assert region is not None and e3 in region[0].tolist()

@@ -1,6 +1,9 @@
 """The byte-level grammar recognizer against a brute-force prefix oracle and Lark's Earley parser."""
 
 import itertools
+import random
+
+import numpy as np
 
 import pytest
 
@@ -85,3 +88,91 @@ def test_left_recursive_list_reuses_configurations():
     assert q1 == q2 != DEAD
     n = auto.num_states
     assert auto.walk(q2, b"x,x,x,") == q1 and auto.num_states == n  # no new configuration
+
+
+# ---------------------------------------------------------------- the engine's shortcuts
+# Grammars with nullable tails, unit cycles and ambiguity, where the shortcuts of the engine
+# (prediction closures computed once per nonterminal, acceptance after a scan without the
+# closure, configurations whose lexemes are merged only when expanded) could go wrong.
+SHORTCUT_GRAMMARS = [(c[1], c[2]) for c in CASES] + [
+    ('start: a b c\na: "x" a |\nb: "y" |\nc: a b |', "xy"),                              # nullable tails
+    ('start: a\na: b | "x" | "x" a\nb: a | "y" c\nc: |', "xy"),                             # unit cycle a <-> b
+    ('?start: e\n?e: e "+" e | e e | "(" e ")" | "1" | o\no: |', "1+()"),                  # nullable, ambiguous
+    ('start: "s" q ";"?\nq: w w*\nw: /[a-z]+/ | "select"i | "sel"i\n%ignore " "', "seLct ;"),  # keywords vs names
+]
+
+
+def _naive_closure(p, kernel):
+    """Earley closure by the textbook rules, item by item (the oracle for Parser._close)."""
+    from hf_constrained.grammar.earley import SELF
+    items, stack = set(kernel), list(kernel)
+    while stack:
+        r, d, o = stack.pop()
+        rhs = p.rhs[r]
+        new = []
+        if d < len(rhs) and rhs[d] >= 0:
+            new = [(r2, 0, SELF) for r2 in p.rules_of[rhs[d]]]
+            if p.nullable[rhs[d]]:
+                new.append((r, d + 1, o))
+        elif d == len(rhs) and o != SELF:
+            new = [(r2, d2 + 1, node_of(p, o, o2)) for r2, d2, o2 in p.items[o]
+                   if d2 < len(p.rhs[r2]) and p.rhs[r2][d2] == p.lhs[r]]
+        for it in new:
+            if it not in items:
+                items.add(it)
+                stack.append(it)
+    open_items = {it for it in items if it[1] < len(p.rhs[it[0]])}
+    accept = any(r in p.start_rules for r, d, _ in items if d == len(p.rhs[r]))
+    expect = {-1 - p.rhs[r][d] for r, d, _ in open_items if p.rhs[r][d] < 0}
+    return open_items, accept, expect
+
+
+def node_of(p, node, origin):
+    from hf_constrained.grammar.earley import SELF
+    return node if origin == SELF else origin
+
+
+@pytest.mark.parametrize("text,alphabet", SHORTCUT_GRAMMARS)
+def test_parser_shortcuts_equal_textbook_earley(text, alphabet):
+    """Every node the automaton builds while all strings up to 5 characters are read equals the
+    textbook closure of its kernel (items, acceptance, expected terminals), and
+    ``scan_accepts(node, t)`` equals the acceptance of the scanned node, for every
+    (node, expected terminal) pair."""
+    auto = ConfigAutomaton([from_lark(text)])
+    viable = _viable_strings(auto, auto.starts[0], alphabet, 5)
+    for q in viable.values():
+        auto.expand(q)
+    p = auto.parser
+    for kernel, nid in list(p._closure.items()):
+        items, accept, expect = _naive_closure(p, kernel)
+        assert set(p.items[nid]) == items and p.accepting(nid) == accept, kernel
+        assert set(p.expected(nid)) == expect, kernel
+    pairs = [(n, t) for n in range(p.num_nodes) for t in p.expected(n)]
+    assert len(pairs) >= 2
+    want = {(n, t): p.accepting(p.scan(n, t)) for n, t in pairs}
+    for order in (pairs, pairs[::-1], random.Random(0).sample(pairs, len(pairs))):
+        p._acc_syms.clear()   # kept per node: every order computes them in another order
+        for n, t in order:
+            assert p.scan_accepts(n, t) == want[n, t], (n, p.terminal_names[t])
+
+
+@pytest.mark.parametrize("text,alphabet", SHORTCUT_GRAMMARS)
+def test_pending_configurations_match_their_closed_content(text, alphabet):
+    """A configuration whose lexemes are merged lazily accepts iff its closed content does,
+    shares its row and mask with the first configuration of that content, and walking the
+    same strings again creates nothing new."""
+    auto = ConfigAutomaton([from_lark(text)])
+    viable = _viable_strings(auto, auto.starts[0], alphabet, 5)
+    pending = 0
+    for s, q in viable.items():
+        boundary, threads, strip = auto._closed_key(q)
+        assert bool(auto.accepting[q]) == any(auto.parser.accepting(n) for n in boundary), s
+        rep = auto.mask_representative(q, 8)
+        assert auto._closed_key(rep) == (boundary, threads, strip)
+        auto.expand(q)
+        auto.expand(rep)
+        assert np.array_equal(auto.table[q], auto.table[rep]), s
+        pending += bool(auto._keys[q][3])
+    assert pending > 0  # the lazy path was exercised
+    n = auto.num_states
+    assert _viable_strings(auto, auto.starts[0], alphabet, 5) == viable and auto.num_states == n

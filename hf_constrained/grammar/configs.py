@@ -14,9 +14,14 @@ Reading a byte steps every thread and starts the terminals the boundary nodes
 expect (plus ``%ignore``); a thread whose DFA accepts ends its lexeme: the
 parser is consulted (only then) and all lexemes ending at the same byte are
 merged into one Earley node, while the thread also goes on (the lexeme may be
-longer). An ignored lexeme returns to the node it started at. Configurations
+longer). An ignored lexeme returns to the node it started at. The merge (an
+Earley closure, the costly part) waits until a walk reads on from that
+configuration: most configurations a mask walk reaches are where a token ends,
+and whether they are sentences is known without it
+(:meth:`~.earley.Parser.scan_accepts`). Configurations
 are interned to small ids, with a transition table ``table[config, byte
-class]`` grown lazily, exactly like the regex :class:`LazyDFA`: that is what
+class]`` grown lazily, cell by cell (:meth:`ConfigAutomaton.fill`: a walk
+computes only the successors it reads), like the regex :class:`LazyDFA`: that is what
 :class:`~hf_constrained.index.TokenIndex` walks over the vocabulary trie,
 vectorised, to compute token masks, so tokens that stay inside one lexeme and
 tokens that cross lexeme boundaries are both exact.
@@ -53,7 +58,9 @@ class ConfigAutomaton:
 
     Duck-types the parts of :class:`~hf_constrained.automaton.LazyDFA` that
     :class:`~hf_constrained.index.TokenIndex` uses (``table``, ``accepting``,
-    ``byte_class``, ``starts``, ``expand_many``, ``num_states``).
+    ``byte_class``, ``starts``, ``expand_many``, ``num_states``,
+    ``mask_representative``), plus :meth:`fill` for the index of
+    :class:`~.constraint.GrammarConstraint`, which reads cells, not rows.
     """
 
     def __init__(self, grammars, *, strip_leading_space: bool = False,
@@ -66,13 +73,15 @@ class ConfigAutomaton:
             pats.append(" ")  # gives the space byte a class of its own (never a terminal)
         self.lexer = dfa = _terminal_dfa(pats, p.terminal_names)
         self.term_start = np.array(dfa.starts[:len(p.terminal_patterns)], dtype=np.int64)
-        for t, s in enumerate(self.term_start.tolist()):
+        self._term_start = self.term_start.tolist()
+        for t, s in enumerate(self._term_start):
             if dfa.accepting[s]:
                 raise GrammarError(f"terminal {p.terminal_names[t]} matches the empty string "
                                    f"(regex {p.terminal_patterns[t]!r}); terminals must be non-empty: "
                                    "make the terminal non-empty and the rule that uses it optional")
         self.byte_class = dfa.byte_class
         self.n_classes = dfa.n_classes
+        self._no_lanes = (np.zeros(self.n_classes, dtype=np.int64), [()])
         self._space_class = int(dfa.byte_class[0x20])
         self._lock = threading.RLock()
         self._slot_ids: dict = {}
@@ -80,8 +89,12 @@ class ConfigAutomaton:
         self._merge: dict = {}
         self._lanes: dict = {}          # parser node -> (slots, lexer start states)
         self._continues: dict = {}
-        self._keys: list = []
+        self._moves: dict = {}          # lane states -> _lexer_moves
+        self._plans: dict = {}          # cid -> _plan, while its row is partly filled
+        self._keys: list = []           # cid -> (boundary, threads, strip, pending scans)
         self._ids: dict = {}
+        self._closed: list = []         # cid -> (boundary with its scans merged, threads, strip) or None
+        self._by_closed: dict = {}      # closed content -> the first cid with it (its row and mask)
         cap = 64
         self.table = np.full((cap, self.n_classes), -1, dtype=np.int32)
         self.accepting = np.zeros(cap, dtype=bool)
@@ -102,11 +115,19 @@ class ConfigAutomaton:
             self._slots.append(key)
         return sid
 
-    def _intern(self, boundary: frozenset, threads: frozenset, strip: bool) -> int:
-        key = (boundary, threads, strip)
+    def _intern(self, boundary: frozenset, threads: frozenset, strip: bool, pending: frozenset = frozenset()) -> int:
+        """The id of a configuration; ``pending``: ``(node, terminal)`` lexemes that end here
+        and are not merged into a parser node yet (:meth:`_closed_key` does it when the
+        configuration is expanded or exported: most configurations a mask walk creates are
+        where a token ends, and are never expanded)."""
+        key = (boundary, threads, strip, pending)
         cid = self._ids.get(key)
         if cid is not None:
             return cid
+        if not pending:
+            cid = self._by_closed.get(key[:3])
+            if cid is not None:
+                return cid
         cid = len(self._keys)
         if cid >= self.max_configs:
             raise GrammarLimitError(
@@ -124,9 +145,30 @@ class ConfigAutomaton:
             self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
         self._keys.append(key)
         self._ids[key] = cid
-        acc = self.parser._accept
-        self.accepting[cid] = any([acc[n] for n in boundary]) if boundary else False
+        self._closed.append(None if pending else key[:3])
+        if not pending:
+            self._by_closed[key[:3]] = cid
+        acc, p = self.parser._accept, self.parser
+        self.accepting[cid] = any([acc[n] for n in boundary]) or any(
+            [p.scan_accepts(n, t) for n, t in pending])
         return cid
+
+    def _closed_key(self, cid: int) -> tuple:
+        """``(boundary, threads, strip)`` of ``cid`` with its pending lexemes merged into one
+        parser node (Earley's closure, computed here once per configuration)."""
+        got = self._closed[cid]
+        if got is None:
+            boundary, threads, strip, pending = self._keys[cid]
+            got = self._closed[cid] = (boundary | {self._merged(pending)}, threads, strip)
+            self._by_closed.setdefault(got, cid)
+        return got
+
+    def mask_representative(self, cid: int, depth: int) -> int:
+        """The configuration whose mask ``cid`` shares (the first one with the same content:
+        a configuration with pending lexemes may close to one that exists);
+        :class:`~hf_constrained.index.TokenIndex` asks before walking a new state."""
+        with self._lock:
+            return self._by_closed[self._closed_key(cid)]
 
     def _goes_on(self, s: int) -> bool:
         """Whether DFA state ``s`` can read another byte (else the lexeme is over)."""
@@ -142,77 +184,143 @@ class ConfigAutomaton:
         if got is None:
             p = self.parser
             slots, states = [], []
+            term_start = self._term_start
             for t in p.expected(n):
                 slots.append(self._slot(n, t, False))
-                states.append(int(self.term_start[t]))
+                states.append(term_start[t])
             for t in p.ignore[p.grammar[n]]:
                 slots.append(self._slot(n, t, True))
-                states.append(int(self.term_start[t]))
+                states.append(term_start[t])
             got = self._lanes[n] = (slots, states)
         return got
 
     def _merged(self, scans: frozenset) -> int:
         got = self._merge.get(scans)
         if got is None:
-            got = self._merge[scans] = self.parser.merge(tuple(sorted(scans)))
+            got = self._merge[scans] = (self.parser.scan(*next(iter(scans))) if len(scans) == 1
+                                        else self.parser.merge(tuple(sorted(scans))))
         return got
 
     # ---------------------------------------------------------------- expansion
+    def _plan(self, cid: int) -> tuple:
+        """What filling ``cid``'s row needs: ``(canon,)`` for a configuration with the content
+        of an earlier one (its cells are copied), else ``(slots, column of each byte class,
+        columns, successor of the first space or None)``."""
+        got = self._plans.get(cid)
+        if got is None:
+            closed = self._closed_key(cid)
+            canon = self._by_closed[closed]
+            if canon != cid:
+                got = (canon,)
+            else:
+                boundary, threads, strip = closed
+                slots, states = [], []
+                for sl, st in threads:
+                    slots.append(sl)
+                    states.append(st)
+                for n in boundary:
+                    ns, nst = self._node_lanes(n)
+                    slots.extend(ns)
+                    states.extend(nst)
+                inv, columns = self._lexer_moves(tuple(states)) if states else self._no_lanes
+                strip_to = None
+                if strip:  # decode() drops the text's first space: reading it changes nothing
+                    strip_to = self._intern(boundary, threads, False)
+                    self.table[cid, self._space_class] = strip_to
+                got = (slots, inv, columns, strip_to)
+            self._plans[cid] = got
+        return got
+
+    def _fill_column(self, cid: int, col: int, plan: tuple) -> None:
+        """The successor of ``cid`` for every byte class of lexer column ``col``."""
+        slots, inv, columns, strip_to = plan
+        nxt = DEAD
+        if columns[col]:
+            slot_of = self._slots
+            keep, scans, back = [], set(), set()
+            for i, s2, a, g in columns[col]:
+                sl = slots[i]
+                if a:
+                    node, term, ign = slot_of[sl]
+                    if ign:
+                        back.add(node)
+                    else:
+                        scans.add((node, term))
+                if g:
+                    keep.append((sl, s2))
+            nxt = self._intern(frozenset(back), frozenset(keep), False, frozenset(scans))
+        row = self.table[cid]               # after _intern, which may grow the table
+        row[inv == col] = nxt
+        if strip_to is not None:
+            row[self._space_class] = strip_to
+
+    def _fill_cell(self, cid: int, k: int) -> None:
+        plan = self._plan(cid)
+        if len(plan) == 1:  # the same content as an earlier configuration: the same cells
+            canon = plan[0]
+            if self.table[canon, k] < 0:
+                self._fill_cell(canon, k)
+            self.table[cid] = self.table[canon]
+        else:
+            self._fill_column(cid, int(plan[1][k]), plan)
+        if self.table[cid].min() >= 0:
+            self.expanded[cid] = True
+            self._plans.pop(cid, None)
+
+    def fill(self, cids, classes) -> None:
+        """Compute the cells ``table[cids[i], classes[i]]`` (the others of a row wait until a
+        walk reads them: most successors of a configuration lead to no token)."""
+        with self._lock:
+            n = self.n_classes
+            for flat in np.unique(np.asarray(cids, dtype=np.int64) * n + np.asarray(classes)).tolist():
+                cid, k = divmod(flat, n)
+                if self.table[cid, k] < 0:
+                    self._fill_cell(cid, k)
+
     def expand(self, cid: int) -> None:
-        """Compute the transition row of configuration ``cid`` (idempotent)."""
+        """Compute the whole transition row of configuration ``cid`` (idempotent)."""
         with self._lock:
             if self.expanded[cid]:
                 return
-            boundary, threads, strip = self._keys[cid]
-            slots, states = [], []
-            for sl, s in threads:
-                slots.append(sl)
-                states.append(s)
-            for n in boundary:
-                ns, nst = self._node_lanes(n)
-                slots.extend(ns)
-                states.extend(nst)
-            row = np.zeros(self.n_classes, dtype=np.int32)
-            if states:
-                st = np.array(states, dtype=np.int64)
-                self.lexer.expand_many(st)
-                moves = self.lexer.table[st]                       # lanes x classes
-                cols, inv = _distinct_columns(moves)
-                # only the live (column, lane) pairs are visited, in column order
-                ci, li = np.nonzero(cols)
-                vals = cols[ci, li]
-                uv, uinv = np.unique(vals, return_inverse=True)
-                goes = np.array([self._goes_on(v) for v in uv.tolist()], dtype=bool)[uinv.reshape(-1)]
-                acc = self.lexer.accepting[vals]
-                slot_of, intern = self._slots, self._intern
-                out = [DEAD] * len(cols)
-                pairs = zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist())
-                cur, keep, scans, back = -1, [], set(), set()
-                for c, i, s2, a, g in pairs:
-                    if c != cur:
-                        if cur >= 0:
-                            if scans:
-                                back.add(self._merged(frozenset(scans)))
-                            out[cur] = intern(frozenset(back), frozenset(keep), False)
-                        cur, keep, scans, back = c, [], set(), set()
-                    sl = slots[i]
-                    if a:
-                        node, term, ign = slot_of[sl]
-                        if ign:
-                            back.add(node)
-                        else:
-                            scans.add((node, term))
-                    if g:
-                        keep.append((sl, s2))
-                if cur >= 0:
-                    if scans:
-                        back.add(self._merged(frozenset(scans)))
-                    out[cur] = intern(frozenset(back), frozenset(keep), False)
-                row = np.array(out, dtype=np.int32)[np.asarray(inv).reshape(-1)]
-            if strip:  # decode() drops the text's first space: reading it changes nothing
-                row[self._space_class] = self._intern(boundary, threads, False)
-            self.table[cid] = row
+            plan = self._plan(cid)
+            if len(plan) == 1:
+                self.expand(plan[0])
+                self.table[cid] = self.table[plan[0]]
+            else:
+                inv = plan[1]
+                for k in range(self.n_classes):
+                    if self.table[cid, k] < 0:
+                        self._fill_column(cid, int(inv[k]), plan)
             self.expanded[cid] = True
+            self._plans.pop(cid, None)
+
+    #: lane-state tuples whose lexer step is kept (see _lexer_moves); past it the memo restarts
+    MOVES_MEMO = 50_000
+
+    def _lexer_moves(self, states: tuple) -> tuple:
+        """One byte of the lexer for lanes in DFA ``states``: ``(column of each byte class,
+        columns)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
+        lanes. It depends on the lanes' states alone, and configurations whose nodes expect
+        the same terminals share them, so it is kept per tuple (the numpy work of a row)."""
+        got = self._moves.get(states)
+        if got is None:
+            st = np.array(states, dtype=np.int64)
+            self.lexer.expand_many(st)
+            moves = self.lexer.table[st]                       # lanes x classes
+            cols, inv = _distinct_columns(moves)
+            ci, li = np.nonzero(cols)                          # the live (column, lane) pairs
+            vals = cols[ci, li]
+            uv, uinv = np.unique(vals, return_inverse=True)
+            goes = np.array([self._goes_on(v) for v in uv.tolist()], dtype=bool)[uinv.reshape(-1)]
+            acc = self.lexer.accepting[vals]
+            columns = [[] for _ in range(len(cols))]
+            for c, i, s2, a, g in zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist()):
+                columns[c].append((i, s2, a, g))
+            got = (np.asarray(inv).reshape(-1), [tuple(c) for c in columns])
+            if len(self._moves) >= self.MOVES_MEMO:
+                self._moves.clear()
+            self._moves[states] = got
+        return got
 
     def expand_many(self, cids) -> None:
         for c in np.unique(np.asarray(cids)).tolist():
@@ -245,7 +353,7 @@ class ConfigAutomaton:
         stored: they are rebuilt, lazily and cheaply, when a token is walked."""
         with self._lock:
             cids = [int(c) for c in cids]
-            keys = [self._keys[c] for c in cids]
+            keys = [self._closed_key(c) for c in cids]
             nodes = {n for k in keys for n in k[0]} | {self._slots[sl][0] for k in keys for sl, _ in k[1]}
             out, pos = self.parser.export_nodes(nodes)
             out.update({"lex_" + k: v for k, v in self.lexer.export_states().items()})
@@ -293,7 +401,8 @@ class ConfigAutomaton:
 
     def describe(self, cid: int) -> dict:
         """The content of a configuration (for tests and debugging)."""
-        boundary, threads, strip = self._keys[cid]
+        with self._lock:
+            boundary, threads, strip = self._closed_key(cid)
         return {"boundary": sorted(boundary), "threads": sorted(threads), "strip": strip}
 
 

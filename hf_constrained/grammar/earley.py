@@ -94,15 +94,21 @@ class Parser:
             self.ignore.append(tuple(sorted({tmap[t] for t in g.ignore})))
         self.nullable = self._nullable()
         self._start_set = frozenset(self.start_rules)
+        # tail_nullable[r][d]: every symbol of rule r from position d on is nullable (an item
+        # with its dot there completes within the closure, by Aycock-Horspool moves)
+        self._tail_nullable = [self._tails(rhs) for rhs in self.rhs]
+        self._predict: dict = {}    # nonterminal -> its prediction closure (see _predicted)
         self._ids: dict = {}
         self._total_items = 0
         self.items: list = []       # node -> tuple of its open items (dot before a symbol)
         self.grammar: list = []     # node -> grammar index
         self._expect: list = []     # node -> tuple of terminal ids after a dot
         self._accept: list = []
-        self._waiting: list = []    # node -> {symbol: [advanced, re-rooted items]} (lazy)
+        self._waiting: list = []    # node -> (explicit {symbol: [advanced items]}, {symbol: all of them}) (lazy)
+        self._parts: list = []      # node -> (its items that are no prediction block, block roots) or None
         self._closure: dict = {}    # kernel frozenset -> node
         self._scan: dict = {}       # (node, terminal) -> node
+        self._acc_syms: dict = {}   # node -> _accept_symbols
         self.start_nodes = [self._close(frozenset([(r, 0, SELF)]), g)
                             for g, r in enumerate(self.start_rules)]
 
@@ -123,24 +129,87 @@ class Parser:
 
     # ---------------------------------------------------------------- nodes
     def _waiting_on(self, node: int, sym: int) -> list:
+        """The items of ``node`` waiting on ``sym``, advanced over it, origins made concrete
+        (built per symbol: those of the node's prediction blocks come from the blocks)."""
         w = self._waiting[node]
         if w is None:
-            w = self._waiting[node] = {}
-            for r, d, o in self.items[node]:
-                rhs = self.rhs[r]
-                if d < len(rhs):
-                    w.setdefault(rhs[d], []).append((r, d + 1, node if o == SELF else o))
-        return w.get(sym, ())
+            ex = {}
+            parts = self._parts[node]
+            rhs_of = self.rhs
+            for r, d, o in (parts[0] if parts is not None else self.items[node]):
+                ex.setdefault(rhs_of[r][d], []).append((r, d + 1, node if o == SELF else o))
+            w = self._waiting[node] = (ex, {})
+        ex, done = w
+        got = done.get(sym)
+        if got is None:
+            got = ex.get(sym, [])
+            parts = self._parts[node]
+            if parts is not None:
+                extra = [(r, d1, node) for root in parts[1] for r, d1 in self._predict[root][3].get(sym, ())]
+                if extra:
+                    got = got + extra
+            done[sym] = got
+        return got
+
+    def _tails(self, rhs: tuple) -> list:
+        out = [True] * (len(rhs) + 1)
+        for d in range(len(rhs) - 1, -1, -1):
+            out[d] = out[d + 1] and rhs[d] >= 0 and self.nullable[rhs[d]]
+        return out
+
+    def _predicted(self, s: int) -> tuple:
+        """``(open items, expected terminals, nonterminals, {symbol: ((rule, dot + 1), ...)} of
+        the items waiting on a symbol, [(symbol, left-hand side)] of the items whose rest after
+        that symbol is nullable)`` that predicting nonterminal ``s`` adds to any node: the
+        rules of ``s`` and, transitively, of every nonterminal after one of their dots (dots
+        moved over nullable symbols), all with origin :data:`SELF`. It is the same at every node, so it is computed once per nonterminal: a closure then visits
+        only the items that point back to earlier nodes. A predicted item that completes (a
+        nullable rule) needs no completion step: Aycock-Horspool moved the predicting dot."""
+        got = self._predict.get(s)
+        if got is None:
+            rhs_of, rules_of, nullable = self.rhs, self.rules_of, self.nullable
+            items, expect, nts = set(), set(), {s}
+            stack = [(r, 0, SELF) for r in rules_of[s]]
+            items.update(stack)
+            while stack:
+                r, d, o = stack.pop()
+                rhs = rhs_of[r]
+                if d == len(rhs):
+                    continue
+                x = rhs[d]
+                if x < 0:
+                    expect.add(-1 - x)
+                    continue
+                new = [(r2, 0, SELF) for r2 in rules_of[x]] if x not in nts else []
+                nts.add(x)
+                if nullable[x]:
+                    new.append((r, d + 1, o))
+                for it in new:
+                    if it not in items:
+                        items.add(it)
+                        stack.append(it)
+            open_items = frozenset(it for it in items if it[1] < len(rhs_of[it[0]]))
+            wait: dict = {}
+            for r, d, _ in open_items:
+                wait.setdefault(rhs_of[r][d], []).append((r, d + 1))
+            completes = [(rhs_of[r][d], self.lhs[r]) for r, d, _ in open_items if self._tail_nullable[r][d + 1]]
+            got = self._predict[s] = (open_items, frozenset(expect), frozenset(nts),
+                                      {k: tuple(v) for k, v in wait.items()}, completes)
+        return got
 
     def _close(self, kernel: frozenset, grammar: int) -> int:
         got = self._closure.get(kernel)
         if got is not None:
             return got
-        items = set(kernel)
+        items = set(kernel)     # items reached one by one (kernel, completions, nullable moves)
         stack = list(kernel)
-        rhs_of, rules_of, nullable = self.rhs, self.rules_of, self.nullable
+        rhs_of, nullable, predicted = self.rhs, self.nullable, self._predicted
         expect = set()
+        done_nts = set()        # nonterminals whose prediction closure is in `bulk`
+        bulk = []               # prediction closures (frozensets of SELF items)
+        roots = []              # the nonterminals they were predicted from
         accept = False
+        n_bulk = 0
         while stack:
             r, d, o = stack.pop()
             rhs = rhs_of[r]
@@ -148,9 +217,15 @@ class Parser:
             if d < len(rhs):
                 s = rhs[d]
                 if s >= 0:
-                    new = [(r2, 0, SELF) for r2 in rules_of[s]]
+                    if s not in done_nts:
+                        p_items, p_expect, p_nts = predicted(s)[:3]
+                        done_nts |= p_nts
+                        bulk.append(p_items)
+                        roots.append(s)
+                        expect |= p_expect
+                        n_bulk += len(p_items)
                     if nullable[s]:
-                        new.append((r, d + 1, o))
+                        new = ((r, d + 1, o),)
                 else:
                     expect.add(-1 - s)
             else:
@@ -162,19 +237,23 @@ class Parser:
                 if it not in items:
                     items.add(it)
                     stack.append(it)
-            if len(items) > self.max_items:
-                raise GrammarLimitError(
-                    f"a parser configuration holds more than max_items={self.max_items} Earley items "
-                    "(a highly ambiguous grammar whose open parses multiply with the text length); "
-                    "make the grammar less ambiguous or raise max_items")
+            if len(items) + n_bulk > self.max_items:  # n_bulk may count an item twice: merge, recount
+                merged = frozenset().union(*bulk)
+                bulk, n_bulk = [merged], len(merged)
+                if len(items) + n_bulk > self.max_items:
+                    raise GrammarLimitError(
+                        f"a parser configuration holds more than max_items={self.max_items} Earley items "
+                        "(a highly ambiguous grammar whose open parses multiply with the text length); "
+                        "make the grammar less ambiguous or raise max_items")
         # completed items have done their work (their completions are in the set):
         # the future depends only on the open items and on acceptance
-        key = (frozenset(it for it in items if it[1] < len(rhs_of[it[0]])), accept)
-        nid = self._node(key, grammar, expect)
+        explicit = frozenset(it for it in items if it[1] < len(rhs_of[it[0]]))
+        key = (explicit.union(*bulk), accept)
+        nid = self._node(key, grammar, expect, (tuple(explicit), tuple(roots)))
         self._closure[kernel] = nid
         return nid
 
-    def _node(self, key: tuple, grammar: int, expect) -> int:
+    def _node(self, key: tuple, grammar: int, expect, parts=None) -> int:
         """The id of the node ``(open items, accept)``, interned on first sight."""
         nid = self._ids.get(key)
         if nid is None:
@@ -195,6 +274,7 @@ class Parser:
             self._expect.append(tuple(sorted(expect)))
             self._accept.append(key[1])
             self._waiting.append(None)
+            self._parts.append(parts)
         return nid
 
     # ---------------------------------------------------------------- disk cache
@@ -261,6 +341,69 @@ class Parser:
     def scan_kernel(self, node: int, terminal: int) -> tuple:
         """Items of ``node`` advanced over ``terminal`` (origins made concrete)."""
         return tuple(self._waiting_on(node, -1 - terminal))
+
+    def scan_accepts(self, node: int, terminal: int) -> bool:
+        """Whether the text is a sentence after one ``terminal`` lexeme read at ``node``:
+        ``accepting(scan(node, terminal))``, without building the scanned node.
+
+        A closure's items only complete along chains of completions from its kernel
+        (predicted items complete by Aycock-Horspool moves, which complete nothing), so
+        this follows those chains alone: an advanced item whose rest is nullable completes
+        its rule at the rule's origin node, advancing what waits there. Nodes that a mask
+        walk reaches but no token continues from (the ends of tokens) need no closure.
+        Acceptance of a merge is the ``any`` of its scans' (a closure of a union is the
+        union of the closures)."""
+        return (-1 - terminal) in self._accept_symbols(node)
+
+    def _accept_symbols(self, node: int) -> frozenset:
+        """The symbols whose reading at ``node`` completes the start rule (kept per node).
+
+        ``X`` is one iff an item of ``node`` waits on ``X`` with a nullable rest and is the
+        start rule, or its rule's left-hand side is an accept symbol of the item's origin
+        (an earlier node; ``node`` itself for items predicted here: a fixed point). Origins
+        are computed first, without recursion (nesting may be deep)."""
+        got = self._acc_syms.get(node)
+        if got is not None:
+            return got
+        todo = [node]
+        while todo:
+            n = todo[-1]
+            if n in self._acc_syms:
+                todo.pop()
+                continue
+            parts = self._parts[n]
+            missing = [o for _, _, o in (parts[0] if parts is not None else self.items[n])
+                       if o != SELF and o not in self._acc_syms]
+            if missing:
+                todo.extend(dict.fromkeys(missing))
+                continue
+            todo.pop()
+            self._acc_syms[n] = self._accept_symbols_of(n)
+        return self._acc_syms[node]
+
+    def _accept_symbols_of(self, n: int) -> frozenset:
+        tails, lhs, rhs_of, starts, acc = self._tail_nullable, self.lhs, self.rhs, self._start_set, self._acc_syms
+        out, local = set(), []       # local: (symbol, lhs) of items predicted here
+        parts = self._parts[n]
+        for r, d, o in (parts[0] if parts is not None else self.items[n]):
+            if not tails[r][d + 1]:
+                continue
+            x = rhs_of[r][d]
+            if r in starts or (o != SELF and lhs[r] in acc[o]):
+                out.add(x)
+            elif o == SELF:
+                local.append((x, lhs[r]))
+        if parts is not None:
+            for root in parts[1]:
+                local.extend(self._predict[root][4])
+        changed = bool(local)
+        while changed:
+            changed = False
+            for x, a in local:
+                if a in out and x not in out:
+                    out.add(x)
+                    changed = True
+        return frozenset(out)
 
     def scan(self, node: int, terminal: int) -> int:
         """The node after one ``terminal`` lexeme read at ``node``."""
