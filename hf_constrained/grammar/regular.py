@@ -217,6 +217,8 @@ class _Rewrite:
         if kind == "n":
             return ("ne", t[1])
         if kind == "seq":
+            if not t[1]:
+                return None
             head, rest = t[1][0], _seq(t[1][1:])
             alts = []
             ne_head = self.nonempty(head)
