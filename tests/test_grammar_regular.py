@@ -54,7 +54,7 @@ x: "c" | "d" "d"
 IGNORED = r"""
 start: expr
 expr: expr "+" term | term
-term: number | name | "(" expr ")" | tail
+term: number | name | "(" expr ")" | tail | "(" "+" name ")"
 number: DIGIT+ ("." DIGIT+)?
 name: LETTER (LETTER | DIGIT)*
 tail: "a" "," tail | "," "1"
@@ -66,7 +66,7 @@ LETTER: "a".."b"
 
 # nullable regular rules inside recursive ones, and a nullable regular start
 NULLABLE = r"""
-start: "(" start ")" opt | opt "," opt | "(" pad
+start: "(" start ")" opt | opt "," opt | "(" pad | "<" start opt start
 opt: "a"? "b"* | "c" ~ 0..2
 pad: sp "b"? sp "c"?
 sp: "a"?
@@ -85,7 +85,7 @@ CASES = {  # name: (Lark text, alphabet, max sentence length)
     "nested": (NESTED, "abcd,;<>", 6),
     "counted": (COUNTED, "abcd()", 8),
     "ignored": (IGNORED, "01.a+,( #", 6),
-    "nullable": (NULLABLE, "abc(),", 7),
+    "nullable": (NULLABLE, "abc(),<", 7),
     "all_regular": (ALL_REGULAR, "abcde", 7),
 }
 
@@ -174,15 +174,17 @@ def test_what_is_rewritten():
     lex = dict(zip(g.terminals, g.patterns))
     assert lex["r6_number"] == r"[0-9]+(?:\.[0-9]+)?"  # the rule's name, its language as one regex
     assert "r6_number" not in g.nonterminals and "r1_sum" in g.nonterminals  # recursion is kept
+    # a run of regular symbols inside a kept rule is one lexeme too (ws [+-] ws)
+    assert lex["r4_ws __ANON_0 r4_ws"] == r"\ ?[\+\-]\ ?"
     j = from_lark(GBNF_JSON)
     assert {"r3_number", "r4_string"} <= set(j.terminals) and "r5_array" in j.nonterminals
     # with %ignore the gaps are written into the regex: "1 0" and "1#a#0" are one number
     ig = from_lark(IGNORED)
     auto = ConfigAutomaton([ig])
-    for s in ["1 0", "1#a#0.1", " 1 . 0 + a 1 ", "(a0 1)", "a, a ,, 1"]:
+    for s in ["1 0", "1#a#0.1", " 1 . 0 + a 1 ", "(a0 1)", "a, a ,, 1", "( + a )"]:
         q = auto.walk(auto.starts[0], s.encode())
         assert q and auto.accepting[q], s
-    # nullable: N -> T | ε with T non-empty (terminals must not match "")
+    # nullable, between two kept symbols: N -> T | ε with T non-empty (terminals must not match "")
     nl = from_lark(NULLABLE)
     i = nl.nonterminals.index("opt")
     assert sorted(rhs for lhs, rhs in nl.rules if lhs == i) == [(), (-1 - nl.terminals.index("opt"),)]

@@ -23,7 +23,11 @@ nonterminals their regexes; prefixes shared by alternatives are factored out
 and repeated pieces counted (``x{3}``, ``x{0,5}``, what ``~ n..m`` expands to).
 A regular ``N`` is *maximal* when a rule that is kept (or the start) uses it;
 only those get terminals (named ``N``: error messages keep the rule's name),
-the others live on inside their regexes. A regex longer than ``max_regex``
+the others live on inside their regexes. In a kept rule, a run of two or more
+adjacent regular symbols (terminals, regular nonterminals) that cannot be empty
+as a whole becomes one terminal too (``ws [+-] ws`` in ``sum: product (ws [+-]
+ws product)*``; named by its symbols), by the same argument: the run derives
+exactly the concatenations of its pieces' languages. A regex longer than ``max_regex``
 characters is not built: its nonterminal is kept as rules (its regular parts
 still become terminals), so the rewrite never blows up.
 
@@ -304,61 +308,91 @@ class _Rewrite:
                 del self.tree[n]
                 self.text.pop((n, False), None)
                 continue
-        if not self.tree:
-            return cfg
         keep = [n for n in sorted(self.reach) if n not in self.tree]
-        users = {s for n in keep for rhs in self.alts.get(n, ()) for s in rhs if s >= 0 and s in self.tree}
+        segments = {n: [self._segments(rhs) for rhs in self.alts.get(n, ())] for n in keep}
+        if not self.tree and not any(len(x) > 1 for segs in segments.values() for rhs in segs for x in rhs
+                                     if x[0] == "run"):
+            return cfg
+        users = {x[1] for segs in segments.values() for rhs in segs for x in rhs if x[0] == "sym" and x[1] in self.tree}
         if cfg.start in self.tree:
             users.add(cfg.start)
         lexeme = {}                 # maximal regular nonterminal -> new terminal's regex
         for n in users:
-            rx = self.text[(n, self.nullable[n])][0]
-            try:
-                parse_regex(rx)
-            except (RegexSyntaxError, UnsupportedRegexError):  # pragma: no cover - by construction
-                return cfg
-            lexeme[n] = rx
+            lexeme[n] = self.text[(n, self.nullable[n])][0]
         # kept nonterminals: the unregular ones, the start, and nullable maximal ones (N -> T | ε)
         kept = keep + sorted(n for n in users if n == cfg.start or self.nullable[n])
         nt_id = {n: i for i, n in enumerate([cfg.start] + [n for n in kept if n != cfg.start])}
         names, pats, tid = [], [], {}
+        taken = set(cfg.terminals)
 
         def term(key, name, pat):
             if key not in tid:
+                while name in taken and key[0] != "t":
+                    name += "_"
+                taken.add(name)
                 tid[key] = len(names)
                 names.append(name)
                 pats.append(pat)
             return -1 - tid[key]
-        taken = set(cfg.terminals)
 
-        def sym(s):
+        def item(x):
+            if x[0] == "run":
+                return term(("r", x[1]), x[2], x[3])
+            s = x[1]
             if s < 0:
-                return term(s, cfg.terminals[-1 - s], cfg.patterns[-1 - s])
+                return term(("t", s), cfg.terminals[-1 - s], cfg.patterns[-1 - s])
             if s in nt_id:
                 return nt_id[s]
-            return lex(s)
-
-        def lex(n):
-            if ("n", n) in tid:
-                return -1 - tid[("n", n)]
-            name = cfg.nonterminals[n]
-            while name in taken:
-                name += "_"
-            taken.add(name)
-            return term(("n", n), name, lexeme[n])
+            return term(("n", s), cfg.nonterminals[s], lexeme[s])
         rules = []
         for n in nt_id:
             if n in lexeme:
-                rules.append((nt_id[n], (lex(n),)))
+                rules.append((nt_id[n], (term(("n", n), cfg.nonterminals[n], lexeme[n]),)))
                 if self.nullable[n]:
                     rules.append((nt_id[n], ()))
             else:
-                rules.extend((nt_id[n], tuple(sym(s) for s in rhs)) for rhs in self.alts.get(n, ()))
-        ignore = [-1 - term(-1 - t, cfg.terminals[t], cfg.patterns[t]) for t in cfg.ignore]
+                rules.extend((nt_id[n], tuple(item(x) for x in rhs)) for rhs in segments[n])
+        ignore = [-1 - term(("t", -1 - t), cfg.terminals[t], cfg.patterns[t]) for t in cfg.ignore]
+        for key, i in tid.items():
+            if key[0] != "t":
+                try:
+                    parse_regex(pats[i])
+                except (RegexSyntaxError, UnsupportedRegexError):  # pragma: no cover - by construction
+                    return cfg
         nts = [None] * len(nt_id)
         for n, i in nt_id.items():
             nts[i] = cfg.nonterminals[n]
         return CFG(nts, names, pats, rules, 0, ignore)
+
+    def _segments(self, rhs) -> list:
+        """A kept rule's symbols, each maximal run of two or more regular ones (terminals and
+        regular nonterminals) that cannot be empty as one ``("run", tree, name, regex)``."""
+        out, run = [], []
+
+        def flush():
+            if len(run) >= 2:
+                tree = _simplify(self._seq(run))
+                if not self.is_nullable(tree):
+                    try:
+                        rx = self.render(tree)[0]
+                    except _TooBig:
+                        rx = None
+                    if rx is not None:
+                        name = " ".join(self.cfg.terminals[-1 - s] if s < 0 else self.cfg.nonterminals[s]
+                                        for s in run)
+                        out.append(("run", tree, name, rx))
+                        run.clear()
+                        return
+            out.extend(("sym", s) for s in run)
+            run.clear()
+        for s in rhs:
+            if (s < 0 and self.term_ok[-1 - s]) or s in self.tree:
+                run.append(s)
+            else:
+                flush()
+                out.append(("sym", s))
+        flush()
+        return out
 
 
 # ---------------------------------------------------------------- tree helpers
