@@ -184,11 +184,25 @@ def test_what_is_rewritten():
     for s in ["1 0", "1#a#0.1", " 1 . 0 + a 1 ", "(a0 1)", "a, a ,, 1", "( + a )"]:
         q = auto.walk(auto.starts[0], s.encode())
         assert q and auto.accepting[q], s
+    assert "LPAR PLUS name RPAR" not in ig.terminals  # runs: by default not with %ignore
+    assert "LPAR PLUS name RPAR" in regular_lexemes(from_lark(IGNORED, regular=False), runs=True).terminals
     # nullable, between two kept symbols: N -> T | ε with T non-empty (terminals must not match "")
     nl = from_lark(NULLABLE)
     i = nl.nonterminals.index("opt")
     assert sorted(rhs for lhs, rhs in nl.rules if lhs == i) == [(), (-1 - nl.terminals.index("opt"),)]
     assert from_lark(ALL_REGULAR).nonterminals == ["start"]
+
+
+@pytest.mark.parametrize("runs", [True, False])
+def test_runs_forced_or_off_keep_the_language(runs):
+    """Runs of regular symbols in kept rules, forced on with %ignore (their gaps written into
+    the regex) and off without it: the same language either way."""
+    for name in ("ignored", "gbnf_arith"):
+        text, alphabet, n = CASES[name]
+        plain = from_lark(text, regular=False)
+        g = regular_lexemes(plain, runs=runs)
+        assert any(" " in t for t in g.terminals) == runs  # run terminals are named by their symbols
+        assert live(ConfigAutomaton([g]), alphabet, n) == live(ConfigAutomaton([plain]), alphabet, n)
 
 
 def test_size_limit_keeps_rules_and_language():

@@ -27,7 +27,12 @@ the others live on inside their regexes. In a kept rule, a run of two or more
 adjacent regular symbols (terminals, regular nonterminals) that cannot be empty
 as a whole becomes one terminal too (``ws [+-] ws`` in ``sum: product (ws [+-]
 ws product)*``; named by its symbols), by the same argument: the run derives
-exactly the concatenations of its pieces' languages. A regex longer than ``max_regex``
+exactly the concatenations of its pieces' languages. By default this is done
+only in grammars without ``%ignore``: with it every run's regex repeats the
+ignored lexemes' regex between its pieces (``AS WS* NAME``, ``NAME WS* AS WS*
+NAME``, ...), which made the lexer's construction (its regexes are parsed up
+front) cost more than the parser steps saved (the SQL subset of
+``benchmarks/grammar_bench.py``: first mask 10 ms with rules only, 21 with runs). A regex longer than ``max_regex``
 characters is not built: its nonterminal is kept as rules (its regular parts
 still become terminals), so the rewrite never blows up.
 
@@ -81,9 +86,12 @@ class _TooBig(Exception):
     pass
 
 
-def regular_lexemes(cfg, max_regex: int = DEFAULT_MAX_REGEX):
+def regular_lexemes(cfg, max_regex: int = DEFAULT_MAX_REGEX, runs=None):
     """``cfg`` with its maximal regular nonterminals replaced by terminals (see the module
     docstring); ``cfg`` itself when nothing is regular.
+
+    ``runs``: also merge runs of regular symbols inside kept rules (None, the default: only
+    in grammars without ``%ignore``, where a run's regex is no longer than its pieces').
 
     >>> from hf_constrained.grammar.cfg import from_lark
     >>> g = from_lark('start: "a"+ "b"?', regular=False)
@@ -92,12 +100,13 @@ def regular_lexemes(cfg, max_regex: int = DEFAULT_MAX_REGEX):
     (['start'], ['a+b?'], [(0, (-1,))])
     """
     from .cfg import CFG
-    return _Rewrite(cfg, max_regex).run(CFG)
+    return _Rewrite(cfg, max_regex, runs).run(CFG)
 
 
 class _Rewrite:
-    def __init__(self, cfg, max_regex):
+    def __init__(self, cfg, max_regex, runs=None):
         self.cfg, self.max = cfg, int(max_regex)
+        self.runs = not cfg.ignore if runs is None else bool(runs)
         self.alts: dict = {}
         for lhs, rhs in cfg.rules:
             self.alts.setdefault(lhs, []).append(rhs)
@@ -370,7 +379,7 @@ class _Rewrite:
         out, run = [], []
 
         def flush():
-            if len(run) >= 2:
+            if len(run) >= 2 and self.runs:
                 tree = _simplify(self._seq(run))
                 if not self.is_nullable(tree):
                     try:
