@@ -232,3 +232,13 @@ def test_mutually_recursive_rules_are_kept():
     g = from_lark('start: a\na: "x" b | "y"\nb: "z" a')
     assert set(g.nonterminals) >= {"a", "b"}
     assert {s for s, ok in live(ConfigAutomaton([g]), "xyz", 5).items() if ok} == {"y", "xzy", "xzxzy"}
+
+
+def test_terminal_errors_are_not_hidden_inside_a_rule_regex():
+    """A terminal that can match nothing is the engine's error to report, with its name; the
+    rewrite leaves the rules using it alone instead of embedding it into a larger regex."""
+    text = 'start: "(" start ")" | a\na: "x" | "y" EMPTY\nEMPTY: /[^\\x00-\\U0010ffff]/'
+    g = from_lark(text)
+    assert "a" in g.nonterminals and "EMPTY" in g.terminals
+    with pytest.raises(Exception, match="EMPTY"):
+        ConfigAutomaton([g])

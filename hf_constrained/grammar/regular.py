@@ -79,6 +79,9 @@ DEFAULT_MAX_REGEX = 4000
 
 EPS = ("seq", ())
 _ATOM, _QUANT, _SEQ, _ALT = 0, 1, 2, 3
+#: a concatenation of ASCII letters/digits, escaped punctuation and non-negated classes without
+#: \\u/\\U/\\N escapes or surrogates: never empty, never nullable, no anchors or groups
+_SIMPLE = re.compile(r"(?:[A-Za-z0-9]|\\[^A-Za-z0-9\ud800-\udfff]|\[(?!\^)(?:[^\]\\\[\ud800-\udfff]|\\[^uUN])+\])+")
 _BARE = re.compile(r"[A-Za-z0-9]|\\[^A-Za-z0-9]|\\[dDsSwW]|\.|\[(?:[^\]\\\[]|\\.)+\]", re.DOTALL)
 
 
@@ -123,15 +126,18 @@ class _Rewrite:
     # ------------------------------------------------------------ classification
     @staticmethod
     def _embeddable(pattern: str) -> bool:
-        """A non-nullable terminal regex that means the same inside a larger regex: no
-        anchors (no-ops under fullmatch, errors in the middle), definitions or named groups."""
+        """A terminal regex that means the same inside a larger regex and whose own errors
+        (empty string, empty language: the engine names the terminal) cannot be hidden there:
+        no anchors (no-ops under fullmatch, errors in the middle), definitions or named groups."""
+        if _SIMPLE.fullmatch(pattern):  # literals and plain classes (GBNF): no parse needed
+            return True
         try:
             branches = parse_alternatives(pattern)
             rx = re.compile(pattern)
         except (RegexSyntaxError, UnsupportedRegexError, re.error):
             return False
         return not (rx.fullmatch("") is not None or rx.groupindex or any(a or b for _, a, b in branches)
-                    or any(t[0] == "def" for t, _, _ in branches))
+                    or any(t[0] == "def" for t, _, _ in branches) or all(_empty(t) for t, _, _ in branches))
 
     def _sccs(self):
         """Strongly connected components of the reachable nonterminals, callees first (Tarjan)."""
@@ -469,6 +475,20 @@ def _optional_chain(t) -> tuple:
     if body[0] in ("seq", "alt"):
         return t
     return ("rep", body, 0, 1)
+
+
+def _empty(t) -> bool:
+    """Whether a :mod:`~hf_constrained.regex_parser` tree matches nothing at all."""
+    kind = t[0]
+    if kind == "cls":
+        return not t[1]
+    if kind == "cat":
+        return any(_empty(x) for x in t[1])
+    if kind == "alt":
+        return all(_empty(x) for x in t[1])
+    if kind == "rep":
+        return t[2] > 0 and _empty(t[1])
+    return False
 
 
 def _wrap(rendered, level: int) -> str:
