@@ -208,9 +208,9 @@ def test_runs_forced_or_off_keep_the_language(runs):
 def test_size_limit_keeps_rules_and_language():
     text, alphabet, n = CASES["counted"]
     plain = from_lark(text, regular=False)
-    small = regular_lexemes(plain, max_regex=12)  # x and y fit, z's regex does not
-    assert "z" in small.nonterminals and {"x", "y"} <= set(small.terminals) and len(small.rules) > 1
-    assert all(len(p) <= 12 for t, p in zip(small.terminals, small.patterns) if t == "x")
+    small = regular_lexemes(plain, max_regex=12)  # x (in the run "x x x") and y fit, z's regex does not
+    assert "z" in small.nonterminals and {"x x x", "y"} <= set(small.terminals) and len(small.rules) > 1
+    assert all(len(p) <= 12 for p in small.patterns)
     assert regular_lexemes(plain, max_regex=1) == plain  # nothing fits: the grammar unchanged
     want = sentences(text, alphabet, n)
     got = live(ConfigAutomaton([small]), alphabet, n)
@@ -242,3 +242,18 @@ def test_terminal_errors_are_not_hidden_inside_a_rule_regex():
     assert "a" in g.nonterminals and "EMPTY" in g.terminals
     with pytest.raises(Exception, match="EMPTY"):
         ConfigAutomaton([g])
+
+
+def test_deep_rules_are_kept_not_a_recursion_error():
+    """A rule whose prefix-factored regex nests deeper than Python's recursion limit is kept as
+    rules (its alternatives' runs still become lexemes), quickly."""
+    import time
+    from hf_constrained.grammar.cfg import CFG
+    k = 1100
+    rules = [(0, (-3, 0, -4)), (0, (1,))] + [(1, (-1,) * i + (-2,)) for i in range(1, k + 1)]
+    g = CFG(["start", "x"], ["A", "B", "LPAR", "RPAR"], ["a", "b", r"\(", r"\)"], rules, 0).check()
+    t = time.perf_counter()
+    r = regular_lexemes(g)
+    assert time.perf_counter() - t < 20
+    assert "x" in r.nonterminals and len(r.rules) == k + 2
+    assert {"ab", "aab", "a{1100}b"} <= set(r.patterns)  # each alternative one lexeme

@@ -288,7 +288,10 @@ class _Rewrite:
             lo, hi = t[2], t[3]
             q = ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}") if hi is None else (
                 "?" if (lo, hi) == (0, 1) else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
-            out = (inner + q, _QUANT)
+            if lo == hi and len(inner) * lo <= len(inner) + len(q):  # "bb", not "b{2}"
+                out = (inner * lo, _SEQ)
+            else:
+                out = (inner + q, _QUANT)
         if len(out[0]) > self.max:
             raise _TooBig
         return out
@@ -307,21 +310,21 @@ class _Rewrite:
             if len(comp) != 1:
                 continue
             n = comp[0]
-            tree = self._classify(n)
-            if tree is None:
-                continue
-            tree = _simplify(tree)
-            self.tree[n] = tree
-            self.nullable[n] = self.is_nullable(tree)
-            try:
+            try:  # a tree nested past Python's recursion limit is too big as well
+                tree = self._classify(n)
+                if tree is None:
+                    continue
+                self.tree[n] = tree = _simplify(tree)
+                self.nullable[n] = self.is_nullable(tree)
                 self.render(("n", n))
                 if self.nullable[n]:
                     if self._nonempty_of(n) is None:
                         raise _TooBig  # only the empty string: keep the rule (N -> ε)
                     self.render(("ne", n))
-            except _TooBig:
-                del self.tree[n]
+            except (_TooBig, RecursionError):
+                self.tree.pop(n, None)
                 self.text.pop((n, False), None)
+                self.text.pop((n, True), None)
                 continue
         keep = [n for n in sorted(self.reach) if n not in self.tree]
         segments = {n: [self._segments(rhs) for rhs in self.alts.get(n, ())] for n in keep}
@@ -390,7 +393,7 @@ class _Rewrite:
                 if not self.is_nullable(tree):
                     try:
                         rx = self.render(tree)[0]
-                    except _TooBig:
+                    except (_TooBig, RecursionError):
                         rx = None
                     if rx is not None:
                         name = " ".join(self.cfg.terminals[-1 - s] if s < 0 else self.cfg.nonterminals[s]
@@ -419,16 +422,18 @@ def _seq(items) -> tuple:
 
 
 def _alt(items) -> tuple:
-    flat = []
+    flat, seen = [], set()
     for x in items:
         for y in (x[1] if x[0] == "alt" else (x,)):
-            if y not in flat:
+            if y not in seen:
+                seen.add(y)
                 flat.append(y)
     return flat[0] if len(flat) == 1 else ("alt", tuple(flat))
 
 
 def _simplify(t) -> tuple:
-    """Factor prefixes shared by alternatives, count repeated pieces (same language)."""
+    """Factor prefixes shared by alternatives (one trie over them: linear in their size),
+    count repeated pieces; the same language."""
     kind = t[0]
     if kind in ("t", "n"):
         return t
@@ -436,19 +441,28 @@ def _simplify(t) -> tuple:
         return (kind, _simplify(t[1])) + t[2:]
     if kind == "seq":
         return _runs([_simplify(x) for x in t[1]])
-    groups: dict = {}
+    root: dict = {}
     for a in t[1]:
-        items = a[1] if a[0] == "seq" else (a,)
-        groups.setdefault(items[0] if items else None, []).append(items[1:])
-    out = []
-    for head, tails in groups.items():
+        node = root
+        for x in (a[1] if a[0] == "seq" else (a,)):
+            node = node.setdefault(_simplify(x), {})
+        node[None] = None  # an alternative ends here
+    return _from_trie(root)
+
+
+def _from_trie(node: dict) -> tuple:
+    alts = []
+    for head, child in node.items():
         if head is None:
-            out.append(EPS)
-        elif len(tails) == 1:
-            out.append(_simplify(_seq([head, *tails[0]])))
-        else:
-            out.append(_simplify(_seq([head, _alt([_seq(list(tl)) for tl in tails])])))
-    return _optional_chain(_alt(out))
+            alts.append(EPS)
+            continue
+        path = [head]
+        while len(child) == 1 and None not in child:  # a path without branches
+            (h, child), = child.items()
+            path.append(h)
+        tail = EPS if list(child) == [None] else _from_trie(child)
+        alts.append(_runs(path + (list(tail[1]) if tail[0] == "seq" else [tail])))
+    return _optional_chain(_alt(alts))
 
 
 def _runs(items) -> tuple:
