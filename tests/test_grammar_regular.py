@@ -257,3 +257,11 @@ def test_deep_rules_are_kept_not_a_recursion_error():
     assert time.perf_counter() - t < 20
     assert "x" in r.nonterminals and len(r.rules) == k + 2
     assert {"ab", "aab", "a{1100}b"} <= set(r.patterns)  # each alternative one lexeme
+
+
+def test_module_doctests():
+    import doctest
+
+    from hf_constrained.grammar import regular
+    result = doctest.testmod(regular)
+    assert result.attempted > 0 and result.failed == 0
