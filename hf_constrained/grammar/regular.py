@@ -32,17 +32,19 @@ only in grammars without ``%ignore``: with it every run's regex repeats the
 ignored lexemes' regex between its pieces (``AS WS* NAME``, ``NAME WS* AS WS*
 NAME``, ...), which made the lexer's construction (its regexes are parsed up
 front) cost more than the parser steps saved (the SQL subset of
-``benchmarks/grammar_bench.py``: first mask 10 ms with rules only, 21 with runs). A regex longer than ``max_regex``
-characters is not built: its nonterminal is kept as rules (its regular parts
-still become terminals), so the rewrite never blows up.
+``benchmarks/grammar_bench.py``: first mask 10 ms with rules only, 21 with
+runs). A regex longer than ``max_regex`` characters, or nested deeper than
+Python's recursion limit, is not built: its nonterminal is kept as rules (its
+regular parts still become terminals), so the rewrite never blows up.
 
 **Nullable rules.** Terminals must not match the empty string, so a nullable
 regular ``N`` keeps two rules, ``N -> T`` and ``N -> ε``, with ``T`` the
 regex of ``L(N) \\ {ε}`` (built on the tree: ``ne(a b) = ne(a) b | ne(b)`` if
-``a`` is nullable, ``ne(x{0,n}) = ne(x) x{0,n-1}``, ...); a non-nullable one is replaced by
-``T`` in every rule that uses it. A terminal whose own regex is nullable (the
-engine refuses it later, with its name) or that cannot be embedded in a larger
-regex (anchors) makes the rules that use it non-regular.
+``a`` is nullable, ``ne(x{0,n}) = ne(x) x{0,n-1}``, ...); a non-nullable one
+is replaced by ``T`` in every rule that uses it. A terminal whose own regex is
+nullable or matches nothing (the engine refuses it later, with its name) or
+that cannot be embedded in a larger regex (anchors, named groups) makes the
+rules that use it non-regular.
 
 **%ignore.** The language is scannerless: a text is a sentence iff it is
 ``g0 w1 g1 w2 ... wk gk`` with ``w1 ... wk`` matches of the terminals of a
@@ -328,10 +330,10 @@ class _Rewrite:
                 continue
         keep = [n for n in sorted(self.reach) if n not in self.tree]
         segments = {n: [self._segments(rhs) for rhs in self.alts.get(n, ())] for n in keep}
-        if not self.tree and not any(len(x) > 1 for segs in segments.values() for rhs in segs for x in rhs
-                                     if x[0] == "run"):
+        items = [x for segs in segments.values() for rhs in segs for x in rhs]
+        if not self.tree and not any(x[0] == "run" for x in items):
             return cfg
-        users = {x[1] for segs in segments.values() for rhs in segs for x in rhs if x[0] == "sym" and x[1] in self.tree}
+        users = {x[1] for x in items if x[0] == "sym" and x[1] in self.tree}
         if cfg.start in self.tree:
             users.add(cfg.start)
         lexeme = {}                 # maximal regular nonterminal -> new terminal's regex
