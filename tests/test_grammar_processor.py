@@ -8,6 +8,7 @@ from transformers import LogitsProcessor
 from hf_constrained import GrammarError, GrammarLimitError, GrammarProcessor
 from hf_constrained.constraint import DEAD
 from hf_constrained.offline import tiny_model
+from hf_constrained.grammar import from_lark
 
 from grammar_oracle import lark_accepts, lark_parser
 from test_grammar_masks import ARITH, JSON, SQL
@@ -138,7 +139,8 @@ def test_configuration_limits_raise(deepseek):
     with pytest.raises(GrammarLimitError, match="max_configs=20"):
         GrammarProcessor(JSON, deepseek, max_configs=20)   # the first mask already needs more
     with pytest.raises(GrammarLimitError, match="max_threads=1"):  # after "a": two lexemes in progress
-        GrammarProcessor('start: A | B\nA: "ab"\nB: "ac"', deepseek, max_threads=1)
+        # (regular=False: read as one regular rule, A | B would be a single lexeme)
+        GrammarProcessor(from_lark('start: A | B\nA: "ab"\nB: "ac"', regular=False), deepseek, max_threads=1)
     GrammarProcessor('start: A | B\nA: "ab"\nB: "ac"', deepseek, max_threads=2)
 
 

@@ -216,8 +216,12 @@ def _lark_location(e: Exception):
     return line, col
 
 
-def from_lark(text: str, start: str = "start") -> CFG:
+def from_lark(text: str, start: str = "start", regular: bool = True) -> CFG:
     """Read Lark grammar text into a checked :class:`CFG`.
+
+    With ``regular=True`` (the default) rules whose language is regular are read as
+    single lexemes (:func:`.regular.regular_lexemes`: the same language, fewer parser
+    steps); ``regular=False`` keeps every rule as Lark expanded it.
 
     >>> g = from_lark('''
     ... ?start: sum
@@ -226,8 +230,11 @@ def from_lark(text: str, start: str = "start") -> CFG:
     ... %import common.WS
     ... %ignore WS
     ... ''')
+    >>> g.terminals, g.rules                      # start is regular: one lexeme
+    (['start', 'WS'], [(0, (-1,))])
+    >>> g = from_lark('?start: sum \\n?sum: sum "+" NUMBER | NUMBER \\n%import common.NUMBER', regular=False)
     >>> sorted(g.terminals), len(g.rules)
-    (['NUMBER', 'PLUS', 'WS'], 3)
+    (['NUMBER', 'PLUS'], 3)
     """
     try:
         import lark
@@ -279,4 +286,8 @@ def from_lark(text: str, start: str = "start") -> CFG:
     nts = [None] * len(nt_id)
     for k, v in nt_id.items():
         nts[v] = k
-    return CFG(nts, names, patterns, rules, nt_id[start], ignore).check()
+    cfg = CFG(nts, names, patterns, rules, nt_id[start], ignore).check()
+    if regular:
+        from .regular import regular_lexemes
+        cfg = regular_lexemes(cfg).check()
+    return cfg
