@@ -753,3 +753,16 @@ def test_corpus_schema_refused_for_size_before():
     for _ in range(10):
         doc = json.loads(random_document(c, rng, budget=120, limit=20_000))
         assert validator.is_valid(doc), doc
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"JSONSchemaBench corpus not found at {CORPUS}")
+def test_corpus_benchmark_subset(capsys):
+    """benchmarks/recursive_corpus.py on every 300th schema: runs, and no drawn document is invalid."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import recursive_corpus
+
+    assert recursive_corpus.main(["--every", "300", "--samples", "3", "--limit", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "| **total** |" in out and "INVALID" not in out
