@@ -56,9 +56,8 @@ from typing import Any, NamedTuple, Optional
 from ..errors import SchemaError
 from ..grammar.cfg import CFG, productive_nonterminals
 from ..regex_parser import parse as parse_regex
-from . import (_ANNOTATIONS, BOOLEAN, NULL, NUMBER, STRING, WHITESPACE, _alt, _class, _Converter, _emit,
-               _length_range, _load, _Part, _TextLimit, _whitespace_regex, canonical, check_metaschema,
-               detect_draft, schema_to_regex)
+from . import (_ANNOTATIONS, WHITESPACE, _class, _Converter, _emit, _length_range, _load, _Part, _TextLimit,
+               _whitespace_regex, canonical, check_metaschema, detect_draft, schema_to_regex)
 from .._gc import gc_paused
 
 #: Placeholders are single code points of Supplementary Private Use Area-B,
@@ -159,12 +158,12 @@ class _Recursion:
 
     def install(self, conv: _Converter) -> None:
         """Make ``conv`` write free-form values and shared definitions as rule references."""
+        # the regex route's texts, one level each: the nested values and containers in them
+        # are these overrides, i.e. references to the rules themselves (any depth)
         def any_value(depth: Optional[int] = None) -> str:
-            return self.direct(ANY_VALUE, lambda: _alt([NULL, BOOLEAN, NUMBER, STRING,
-                                                        any_container("array"), any_container("object")]))
+            return self.direct(ANY_VALUE, lambda: _Converter.any_value(conv, 1))
 
         def any_container(kind: str, depth: Optional[int] = None) -> str:
-            # the regex route's container of any values (any_value above: this rule's reference)
             return self.direct(ANY_ARRAY if kind == "array" else ANY_OBJECT,
                                lambda: _Converter.any_container(conv, kind, 1))
 
