@@ -46,12 +46,6 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
-def _byte_vocab():
-    from hf_constrained.vocabulary import Vocabulary
-
-    return Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)])
-
-
 def run_one(schema, samples: int, vocab, seed: int = 0) -> dict:
     """Route, outcome and document counts for one schema (the grammar route's decision)."""
     from hf_constrained.grammar import GrammarConstraint
@@ -133,7 +127,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write one tab-separated line per schema here")
     args = ap.parse_args(argv)
     corpus = json_corpus.load_corpus(Path(args.root), args.every)
-    vocab = _byte_vocab()
+    from test_json_recursive import byte_vocab
+
+    vocab = byte_vocab()
     signal.signal(signal.SIGALRM, _alarm)
     rows: dict = {}
     reasons: Counter = Counter()

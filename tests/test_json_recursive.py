@@ -259,13 +259,18 @@ def test_generate_validates(mode, deepseek, deepseek_model):
 BYTES = None
 
 
-def byte_constraint(schema):
+def byte_vocab():
+    """The 256 single bytes as tokens 1..256, EOS 0."""
     from hf_constrained.vocabulary import Vocabulary
 
     global BYTES
     if BYTES is None:
         BYTES = Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)])
-    return GrammarConstraint(schema_to_grammar(schema), BYTES, eos_token_id=0)
+    return BYTES
+
+
+def byte_constraint(schema, whitespace=None):
+    return GrammarConstraint(schema_to_grammar(schema, whitespace=whitespace), byte_vocab(), eos_token_id=0)
 
 
 _CLOSING = [0] + [1 + ord(c) for c in ']},0tfn"']  # a comma before digits: numbers end
@@ -704,13 +709,10 @@ def test_shared_definitions_become_rules():
 def test_shared_rules_agree_with_the_shared_regex():
     """Non-recursive and large: the grammar of the shared rules and the regex route's shared
     regex allow the same bytes along random documents (the same language, split differently)."""
-    from hf_constrained.vocabulary import Vocabulary
-
     schema = _layered(False)
     assert not schema_rules(schema).recursive
     c = byte_constraint(schema)
-    vocab = Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)])
-    r = RegexConstraint([schema_to_regex(schema)], vocab, [0])
+    r = RegexConstraint([schema_to_regex(schema)], byte_vocab(), [0])
     rng = random.Random(4)
     for _ in range(5):
         text = random_document(c, rng, budget=120, limit=20_000).encode()
@@ -766,3 +768,16 @@ def test_corpus_benchmark_subset(capsys):
     assert recursive_corpus.main(["--every", "300", "--samples", "3", "--limit", "60"]) == 0
     out = capsys.readouterr().out
     assert "| **total** |" in out and "INVALID" not in out
+
+
+def test_free_form_mistral_and_whitespace(mistral):
+    """SentencePiece with byte fallback walks deep free-form values too; whitespace="" makes
+    the json_value rule compact (a space inside the deep value is refused)."""
+    doc = {"id": 7, "data": any_json(5, random.Random(9)), "extra": {"k": "é", "日": [[[{"a": None}]]]}}
+    jsonschema.validate(doc, FREE)
+    walk_encoding(GrammarConstraint(schema_to_grammar(FREE), mistral), mistral, compact(doc))
+    c = byte_constraint(FREE, whitespace="")
+    q = c.state_of_text(compact(doc))
+    assert q > 0 and c.accepting([q])[0]
+    inner = compact(doc).replace('[[[{"a":null}]]]', '[[[{"a": null}]]]')
+    assert inner != compact(doc) and c.state_of_text(inner) == 0
