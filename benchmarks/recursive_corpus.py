@@ -17,6 +17,8 @@ format checker included: ``invalid`` must stay 0. Refusals are counted by reason
 takes more than ``--limit`` seconds (conversion, construction and walks together) is counted
 as ``timeout``; a walk that does not reach EOS within its step budget is counted apart
 (``no end``: the walk's heuristic, not a wrong document). ``--out`` writes one line per schema.
+``--first-mask K`` then times ``JSONProcessor(schema, deepseek, max_recursion_depth=None)`` plus
+its first call for every K-th grammar-route schema (``json_corpus.first_mask_times``).
 """
 
 from __future__ import annotations
@@ -125,6 +127,8 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=10)
     ap.add_argument("--limit", type=float, default=30.0, help="seconds per schema")
     ap.add_argument("--out", help="write one tab-separated line per schema here")
+    ap.add_argument("--first-mask", type=int, default=0, metavar="K",
+                    help="also time schema -> first mask on DeepSeek 129k for every K-th grammar-route schema")
     args = ap.parse_args(argv)
     corpus = json_corpus.load_corpus(Path(args.root), args.every)
     from test_json_recursive import byte_vocab
@@ -133,7 +137,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGALRM, _alarm)
     rows: dict = {}
     reasons: Counter = Counter()
-    invalid, times = [], []
+    invalid, times, grammars = [], [], []
     log = open(args.out, "w", encoding="utf-8") if args.out else None
     t_all = time.perf_counter()
     for ds, name, schema in corpus:
@@ -151,6 +155,7 @@ def main(argv=None) -> int:
         c[r["route"]] += 1
         if r["route"] == "grammar":
             times.append(dt)
+            grammars.append((ds, name, schema, None))
             c["recursive_ref"] += bool(r.get("recursive_ref"))
         if r["route"] == "refused":
             reasons[r["reason"]] += 1
@@ -170,6 +175,11 @@ def main(argv=None) -> int:
         print(f"grammar route, per schema (conversion + construction + walks): median "
               f"{times[len(times) // 2]:.2f} s, max {times[-1]:.1f} s")
     print("refusal reasons: " + ", ".join(f"{k} {v}" for k, v in reasons.most_common(20)))
+    if args.first_mask and grammars:
+        first = sorted(json_corpus.first_mask_times(grammars[::args.first_mask], max_recursion_depth=None))
+        print(f"schema -> first mask (JSONProcessor(max_recursion_depth=None), DeepSeek 129k, disk cache off) "
+              f"over {len(first)} grammar-route schemas: p50 {first[len(first) // 2] * 1e3:.0f} ms, "
+              f"p90 {first[int(0.9 * len(first))] * 1e3:.0f} ms, max {first[-1] * 1e3:.0f} ms")
     for ds, name, (text, err) in invalid[:20]:
         print(f"INVALID {ds}/{name}: {text[:120]!r}: {err[:200]}")
     return 1 if invalid else 0
