@@ -375,6 +375,17 @@ def test_recursion_without_base_case(local_tok):
         schema_to_grammar(schema)
 
 
+def test_empty_one_of_names_its_keyword():
+    """A oneOf with no branch to generate: the same message as on the regex route."""
+    schema = {"type": "object", "properties": {"d": {"oneOf": [{"type": "integer"}, {"type": "integer"}]}},
+              "required": ["d"]}
+    with pytest.raises(SchemaError, match="keyword 'oneOf' at /properties/d/oneOf") as regex_route:
+        schema_to_regex(schema)
+    with pytest.raises(SchemaError, match="keyword 'oneOf' at /properties/d/oneOf") as grammar_route:
+        schema_rules(schema)
+    assert str(grammar_route.value) == str(regex_route.value)
+
+
 def test_reserved_code_points_refused():
     with pytest.raises(SchemaError, match="Private Use Area-B"):
         schema_to_grammar({"const": "\U00100005", "$defs": {}})

@@ -205,10 +205,12 @@ def schema_rules(schema: Any, *, whitespace: Optional[str] = None, strict: bool 
     canon, draft4 = canonical(root, strict=strict), detect_draft(root)[0] == "draft4"
     with gc_paused():
         try:
-            rules, hook = _convert_rules(canon, ws, draft4, share=False)
+            rules, hook, conv = _convert_rules(canon, ws, draft4, share=False)
         except _TextLimit:      # as schema_to_regex: large subschemas written once, as rules
-            rules, hook = _convert_rules(canon, ws, draft4, share=True)
+            rules, hook, conv = _convert_rules(canon, ws, draft4, share=True)
     if rules[""] is None and not hook.placeholders:
+        if conv.empty_reasons:  # as schema_to_regex: why a oneOf had no branch to generate
+            raise SchemaError(conv.empty_reasons[0])
         raise SchemaError("schema at /: no JSON value satisfies the "
                           "schema (as far as the converter can generate)")
     rules.update(hook.texts)
@@ -233,7 +235,7 @@ def _convert_rules(canon: Any, ws: str, draft4: bool, share: bool) -> tuple:
             if t not in rules and all(t != p for p, _ in todo):
                 todo.append((t, hook.targets[t]))
         hook.pending.clear()
-    return rules, hook
+    return rules, hook, conv
 
 
 # ---------------------------------------------------------------- regex trees -> CFG
