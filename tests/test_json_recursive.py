@@ -535,13 +535,13 @@ def free_grammars(deepseek):
 
 
 def test_free_form_values_nest_to_any_depth(free_grammars, deepseek):
-    """Values nested 6 deep in every kind of free-form position: the tokenizer's encodings walk
+    """Values nested 5 deep in every kind of free-form position: the tokenizer's encodings walk
     through (EOS at the end); the regex route stops at ANY_VALUE_MAX_DEPTH=2."""
-    rng = random.Random(6)
-    for schema, doc in free_docs(6, rng):
+    rng = random.Random(5)
+    for schema, doc in free_docs(5, rng):
         jsonschema.validate(doc, schema)
         c = free_grammars(schema)
-        for text in (compact(doc), spaced(doc)) if schema in (FREE, FREE_TREE) else (compact(doc),):
+        for text in (compact(doc), spaced(doc)) if schema is FREE_TREE else (compact(doc),):
             walk_encoding(c, deepseek, text)
         assert not re.compile(schema_to_regex(schema)).fullmatch(compact(doc))
 
