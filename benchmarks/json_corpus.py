@@ -141,8 +141,9 @@ def table(rows: dict, reasons: dict) -> str:
     return "\n".join(lines)
 
 
-def first_mask_times(accepted: list) -> list:
-    """Seconds from schema to first mask for each accepted schema (DeepSeek 129k)."""
+def first_mask_times(accepted: list, **kwargs) -> list:
+    """Seconds from schema to first mask for each accepted schema (DeepSeek 129k);
+    ``kwargs`` go to ``JSONProcessor`` (``max_recursion_depth=None``: the grammar route)."""
     import torch
 
     from hf_constrained import JSONProcessor, offline
@@ -157,7 +158,7 @@ def first_mask_times(accepted: list) -> list:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
-            proc = JSONProcessor(schema, tok, cache_dir=False)
+            proc = JSONProcessor(schema, tok, cache_dir=False, **kwargs)
             proc(ids, scores)
             times.append(time.perf_counter() - t0)
     return times

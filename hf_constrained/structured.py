@@ -87,9 +87,9 @@ class JSONProcessor(_ParsingProcessor):
         strict: refuse keywords and formats the schema's draft does not define
             instead of ignoring them as annotations.
         max_recursion_depth: how often a recursive ``$ref`` is unrolled in the regex (default 3);
-            None: a recursive schema becomes a grammar with no depth limit
-            (:mod:`hf_constrained.json_schema.recursive`; slower per step, masks not cached on
-            disk). A schema without recursion stays on the regex path either way.
+            None: a recursive schema, or one with free-form values (``{}``...), becomes a grammar
+            with no depth limit (:mod:`hf_constrained.json_schema.recursive`; slower per step, masks
+            not cached on disk). A schema with neither stays on the regex path either way.
         **kwargs: passed to :class:`RegexProcessor` (``eos_token_id``, ``cache_dir``...).
 
     :meth:`parse` returns dicts (or Pydantic instances when a model class was given).

@@ -259,16 +259,21 @@ def test_generate_validates(mode, deepseek, deepseek_model):
 BYTES = None
 
 
-def byte_constraint(schema):
+def byte_vocab():
+    """The 256 single bytes as tokens 1..256, EOS 0."""
     from hf_constrained.vocabulary import Vocabulary
 
     global BYTES
     if BYTES is None:
         BYTES = Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)])
-    return GrammarConstraint(schema_to_grammar(schema), BYTES, eos_token_id=0)
+    return BYTES
 
 
-_CLOSING = [0] + [1 + ord(c) for c in ']}0tfn"']
+def byte_constraint(schema, whitespace=None):
+    return GrammarConstraint(schema_to_grammar(schema, whitespace=whitespace), byte_vocab(), eos_token_id=0)
+
+
+_CLOSING = [0] + [1 + ord(c) for c in ']},0tfn"']  # a comma before digits: numbers end
 _IN_STRING = [1 + ord('"')]
 
 
@@ -370,6 +375,17 @@ def test_recursion_without_base_case(local_tok):
         schema_to_grammar(schema)
 
 
+def test_empty_one_of_names_its_keyword():
+    """A oneOf with no branch to generate: the same message as on the regex route."""
+    schema = {"type": "object", "properties": {"d": {"oneOf": [{"type": "integer"}, {"type": "integer"}]}},
+              "required": ["d"]}
+    with pytest.raises(SchemaError, match="keyword 'oneOf' at /properties/d/oneOf") as regex_route:
+        schema_to_regex(schema)
+    with pytest.raises(SchemaError, match="keyword 'oneOf' at /properties/d/oneOf") as grammar_route:
+        schema_rules(schema)
+    assert str(grammar_route.value) == str(regex_route.value)
+
+
 def test_reserved_code_points_refused():
     with pytest.raises(SchemaError, match="Private Use Area-B"):
         schema_to_grammar({"const": "\U00100005", "$defs": {}})
@@ -466,3 +482,313 @@ def test_strict_reaches_the_grammar_route(local_tok):
         JSONProcessor(tree, local_tok, max_recursion_depth=None, strict=True, cache_dir=False)
     proc = JSONProcessor(tree, local_tok, max_recursion_depth=None, cache_dir=False)
     assert isinstance(proc.constraint, GrammarConstraint)
+
+
+# ------------------------------------------------------------------ free-form values, any depth
+# free-form positions: {} and true, an array without item keywords, untyped items, additionalProperties: true
+FREE = {"type": "object",
+        "properties": {"id": {"type": "integer"}, "data": {}, "tags": {"type": "array"},
+                       "list": {"type": "array", "items": {}, "maxItems": 3},
+                       "extra": {"type": "object", "properties": {"k": {"type": "string"}},
+                                 "additionalProperties": True}},
+        "required": ["id", "data"], "additionalProperties": False}
+FREE_TREE = {"type": "object", "properties": {"meta": True, "kids": {"type": "array", "items": {"$ref": "#"}}},
+             "required": ["meta", "kids"], "additionalProperties": False}
+_SCALARS = [None, True, False, 0, -17, 3.25, 1e-7, -2.5e+30, "", "a b", "é\"\\/\n€", "日本"]
+
+
+def any_json(depth: int, rng: random.Random):
+    """A JSON value whose containers nest exactly ``depth`` deep (0: a scalar)."""
+    if depth == 0:
+        return rng.choice(_SCALARS)
+    inner = [any_json(depth - 1, rng)] + [any_json(rng.randint(0, depth - 1), rng)
+                                           for _ in range(rng.randint(0, 2))]
+    if rng.random() < 0.5:
+        return inner
+    return {rng.choice(["x", "", "k ey", "ü"]) + str(i): v for i, v in enumerate(inner)}
+
+
+def free_docs(depth: int, rng: random.Random) -> list:
+    """(schema, document) pairs with a value ``depth`` deep in each kind of free-form position."""
+    deep = lambda: any_json(depth, rng)  # noqa: E731
+    node: dict = {"meta": deep(), "kids": []}
+    for _ in range(3):
+        node = {"meta": rng.choice(_SCALARS), "kids": [node, {"meta": deep(), "kids": []}]}
+    return [(True, deep()), ({}, deep()), ({"type": "array", "items": {}}, [deep(), 1]),
+            ({"type": "object"}, {"a": deep()}),
+            (FREE, {"id": 1, "data": deep()}), (FREE, {"id": 2, "data": 0, "tags": [deep(), deep()]}),
+            (FREE, {"id": 3, "data": [], "list": [deep()], "extra": {"k": "v", "z": deep()}}),
+            (FREE_TREE, node)]
+
+
+@pytest.fixture(scope="module")
+def free_grammars(deepseek):
+    cache: dict = {}
+
+    def get(schema):
+        key = json.dumps(schema, sort_keys=True)
+        if key not in cache:
+            assert schema_rules(schema).recursive          # a free-form value: a rule of its own
+            cache[key] = GrammarConstraint(schema_to_grammar(schema), deepseek)
+        return cache[key]
+    return get
+
+
+def test_free_form_values_nest_to_any_depth(free_grammars, deepseek):
+    """Values nested 5 deep in every kind of free-form position: the tokenizer's encodings walk
+    through (EOS at the end); the regex route stops at ANY_VALUE_MAX_DEPTH=2."""
+    rng = random.Random(5)
+    for schema, doc in free_docs(5, rng):
+        jsonschema.validate(doc, schema)
+        c = free_grammars(schema)
+        for text in (compact(doc), spaced(doc)) if schema is FREE_TREE else (compact(doc),):
+            walk_encoding(c, deepseek, text)
+        assert not re.compile(schema_to_regex(schema)).fullmatch(compact(doc))
+
+
+def test_free_form_keeps_each_positions_constraints():
+    """Deep free-form values are only offered where the schema leaves the value free."""
+    c = byte_constraint(FREE)
+    deep = compact(any_json(6, random.Random(0)))
+    bad = ['{"id":' + deep + ',"data":1}',                         # id is an integer
+           '{"id":1,"data":1,"extra":{"k":' + deep + '}}',         # k is a string
+           '{"id":1,"data":1,"list":[1,2,3,' + deep + ']}',        # maxItems 3
+           '{"id":1,"data":' + deep + ',"other":1}',               # additionalProperties: false
+           '{"id":1,"data":' + deep[:-1] + '}']                    # not a JSON value
+    for text in bad:
+        q = c.state_of_text(text)
+        assert q == 0 or not c.accepting([q])[0], text
+    good = '{"id":1,"data":1,"list":[1,2,' + deep + '],"extra":{"k":"","q":' + deep + '}}'
+    jsonschema.validate(json.loads(good), FREE)
+    q = c.state_of_text(good)
+    assert q > 0 and c.accepting([q])[0]
+
+
+def _nesting(text: str) -> int:
+    """Deepest bracket nesting of ``text`` (outside strings)."""
+    depth = most = 0
+    inside = escaped = False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif inside:
+            escaped, inside = ch == "\\", ch != '"'
+        elif ch == '"':
+            inside = True
+        elif ch in "[{":
+            depth += 1
+            most = max(most, depth)
+        elif ch in "]}":
+            depth -= 1
+    return most
+
+
+def test_any_value_brute_force_against_a_deep_regex(monkeypatch):
+    """Every string over a small alphabet, up to length 6, whose brackets nest at most 4 deep:
+    the grammar of ``{}`` keeps it alive iff the regex route's any-value regex, raised to depth
+    4, partially matches it, and accepts it iff the regex matches it (the same conventions)."""
+    import regex as regex_module
+
+    from hf_constrained import json_schema
+
+    monkeypatch.setattr(json_schema, "ANY_VALUE_MAX_DEPTH", 4)
+    oracle = regex_module.compile(schema_to_regex({}, max_recursion_depth=4))
+    c = byte_constraint({})
+    alphabet = '[]{}":, 10-.'
+    ids = np.array([1 + ord(ch) for ch in alphabet])
+    frontier, seen = [("", int(c.starts[0]))], 0
+    for _ in range(6):
+        states = c.advance(np.repeat([q for _, q in frontier], len(ids)), np.tile(ids, len(frontier)))
+        accepting = c.accepting(states)
+        nxt = []
+        for k, q in enumerate(states.tolist()):
+            t = frontier[k // len(ids)][0] + alphabet[k % len(ids)]
+            if _nesting(t) > 4:
+                continue                                    # beyond the oracle's depth
+            alive = oracle.fullmatch(t, partial=True) is not None
+            assert (q > 0) == alive, t
+            if alive:
+                assert bool(accepting[k]) == (oracle.fullmatch(t) is not None), t
+                nxt.append((t, q))
+            seen += 1
+        frontier = nxt
+    assert seen > 10_000 and any(_nesting(t) == 4 for t, _ in frontier)
+
+
+@pytest.mark.parametrize("schema", [FREE, {"type": "array", "items": {}, "maxItems": 2}])
+def test_free_form_agrees_with_a_deep_regex_when_shallow(schema, deepseek, monkeypatch):
+    """Free-form values nested at most once, against the regex route raised to free-form depth 4
+    (a DeepSeek token opens at most 3 brackets, so the regex's depth is never reached along
+    the way): both allow exactly the same tokens at every step, whitespace and numbers included."""
+    from hf_constrained import json_schema
+
+    g = GrammarConstraint(schema_to_grammar(schema), deepseek)
+    monkeypatch.setattr(json_schema, "ANY_VALUE_MAX_DEPTH", 4)
+    r = RegexConstraint.from_tokenizer([schema_to_regex(schema, max_recursion_depth=4)], deepseek,
+                                       cache_dir=False)
+    rng = random.Random(11)
+    docs = ([{"id": 5, "data": any_json(1, rng), "tags": [any_json(1, rng), -0.5], "extra": {"k": "",
+                                                                                          "w": any_json(1, rng)}},
+             {"id": -1, "data": any_json(0, rng), "list": [any_json(1, rng)]}]
+            if schema is FREE else [[any_json(1, rng), 2e5], []])
+    for doc in docs:
+        jsonschema.validate(doc, schema)
+        for text in (compact(doc), spaced(doc)):
+            agree_along(g, r, deepseek, text)
+
+
+@pytest.mark.parametrize("schema", [True, FREE, FREE_TREE], ids=["true", "free", "free-tree"])
+def test_free_form_random_walks_validate(schema):
+    c = byte_constraint(schema)
+    rng = random.Random(str(schema)[:40])
+    for _ in range(15):
+        jsonschema.validate(json.loads(random_document(c, rng)), schema)
+    prefix = '{"id":1,"data":' + '[{"a":' * 6 if schema is FREE else ('[{"":' * 6 if schema is True else None)
+    if prefix:
+        for _ in range(8):
+            text = random_document(c, rng, prefix.encode(), budget=15)
+            assert text.startswith(prefix)
+            jsonschema.validate(json.loads(text), schema)
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_generate_free_form_validates(mode, deepseek, deepseek_model):
+    import torch
+
+    torch.manual_seed(1)
+    proc = JSONProcessor([FREE, FREE_TREE], deepseek, max_recursion_depth=None, cache_dir=False)
+    assert isinstance(proc.constraint, GrammarConstraint)
+    inputs = deepseek(["Record:", "Tree:"], return_tensors="pt", padding=True)
+    out = deepseek_model.generate(**inputs, logits_processor=[proc], max_new_tokens=40,
+                                  pad_token_id=deepseek.pad_token_id or deepseek.eos_token_id, **MODES[mode])
+    values = proc.parse(out)
+    grid = values if isinstance(values[0], list) else [values]
+    for row in grid:
+        for prompt, v in enumerate(row):
+            if isinstance(v, Truncated):
+                assert proc.constraint.state_of_text(v.text, prompt) > 0, v.text
+            else:
+                jsonschema.validate(v, [FREE, FREE_TREE][prompt])
+
+
+def test_free_form_goes_to_the_grammar_route(local_tok):
+    proc = JSONProcessor({"type": "object"}, local_tok, max_recursion_depth=None, cache_dir=False)
+    assert isinstance(proc.constraint, GrammarConstraint)
+    assert proc.constraint.state_of_text('{"a":' * 10 + "1" + "}" * 10) > 0
+
+
+# ------------------------------------------------------------------ shared definitions as rules
+def _layered(recursive: bool) -> dict:
+    """Objects of arrays of objects, four ways at every level: the plain regex text grows
+    4x per level, past MAX_REGEX_TEXT; written once per level it is small."""
+    level: dict = {"type": "object", "properties": {f"c{i}": {"type": "number"} for i in range(4)},
+                   "required": ["c0"], "additionalProperties": False}
+    for _ in range(3):
+        level = {"type": "array", "maxItems": 2,
+                 "items": {"type": "object", "properties": dict.fromkeys("abcd", level),
+                           "additionalProperties": False}}
+    if not recursive:
+        return level
+    return {"type": "object", "properties": {"big": level, "next": {"anyOf": [{"type": "null"}, {"$ref": "#"}]}},
+            "required": ["next"], "additionalProperties": False}
+
+
+def test_shared_definitions_become_rules():
+    from hf_constrained.json_schema import MAX_REGEX_TEXT
+
+    schema = _layered(True)
+    with pytest.raises(SchemaError, match="MAX_REGEX_TEXT"):
+        schema_to_regex(schema, shared=False)               # the plain text is too large
+    r = schema_rules(schema)
+    shared = [k for k in r.rules if k.startswith("shared:")]
+    assert shared and r.recursive
+    assert sum(len(t) for t in r.rules.values()) < 5_000 < MAX_REGEX_TEXT
+    g = schema_to_grammar(schema)
+    assert sum(n.startswith("shared_") for n in g.nonterminals) == len(shared) and len(g.rules) < 500
+    c = byte_constraint(schema)
+    rng = random.Random(2)
+    for _ in range(10):
+        jsonschema.validate(json.loads(random_document(c, rng, budget=150, limit=20_000)), schema)
+    doc: dict = {"next": None}
+    for _ in range(7):
+        doc = {"big": [{"a": [{"b": [{"c": {"c0": 1, "c3": -2.5}}]}], "d": []}], "next": doc}
+    jsonschema.validate(doc, schema)
+    q = c.state_of_text(compact(doc))
+    assert q > 0 and c.accepting([q])[0]
+
+
+def test_shared_rules_agree_with_the_shared_regex():
+    """Non-recursive and large: the grammar of the shared rules and the regex route's shared
+    regex allow the same bytes along random documents (the same language, split differently)."""
+    schema = _layered(False)
+    assert not schema_rules(schema).recursive
+    c = byte_constraint(schema)
+    r = RegexConstraint([schema_to_regex(schema)], byte_vocab(), [0])
+    rng = random.Random(4)
+    for _ in range(5):
+        text = random_document(c, rng, budget=120, limit=20_000).encode()
+        jsonschema.validate(json.loads(text), schema)
+        qa, qb = int(c.starts[0]), int(r.starts[0])
+        for i, b in enumerate(list(text) + [None]):
+            assert np.array_equal(c.allowed_ids(qa), r.allowed_ids(qb)), (text[:i], i)
+            if b is None:
+                break
+            qa = int(c.advance(np.array([qa]), np.array([b + 1]))[0])
+            qb = int(r.advance(np.array([qb]), np.array([b + 1]))[0])
+
+
+def test_large_non_recursive_stays_on_the_regex_route(local_tok):
+    proc = JSONProcessor(_layered(False), local_tok, max_recursion_depth=None, cache_dir=False)
+    assert isinstance(proc.constraint, RegexConstraint)
+    assert proc.patterns[0] == schema_to_regex(_layered(False), shared=True)
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"JSONSchemaBench corpus not found at {CORPUS}")
+def test_corpus_schema_refused_for_size_before():
+    """Github_hard/o43046 (recursive through /definitions/item): its rules without shared
+    definitions exceed MAX_REGEX_TEXT (main refused it on this route); with them it is a grammar
+    and random documents validate under its draft."""
+    from hf_constrained.json_schema import _TextLimit, _whitespace_regex, canonical, WHITESPACE
+    from hf_constrained.json_schema.drafts import draft_validator
+    from hf_constrained.json_schema.recursive import _convert_rules
+
+    schema = json.loads((CORPUS / "Github_hard/o43046.json").read_text(encoding="utf-8"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(_TextLimit):
+            _convert_rules(canonical(schema), _whitespace_regex(WHITESPACE), False, share=False)
+        r = schema_rules(schema)
+        assert "/definitions/item" in r.placeholders and any(k.startswith("shared:") for k in r.rules)
+        c = byte_constraint(schema)
+    cls = draft_validator(schema)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    rng = random.Random(43046)
+    for _ in range(10):
+        doc = json.loads(random_document(c, rng, budget=120, limit=20_000))
+        assert validator.is_valid(doc), doc
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"JSONSchemaBench corpus not found at {CORPUS}")
+def test_corpus_benchmark_subset(capsys):
+    """benchmarks/recursive_corpus.py on every 300th schema: runs, and no drawn document is invalid."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import recursive_corpus
+
+    assert recursive_corpus.main(["--every", "300", "--samples", "3", "--limit", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "| **total** |" in out and "INVALID" not in out
+
+
+def test_free_form_mistral_and_whitespace(mistral):
+    """SentencePiece with byte fallback walks deep free-form values too; whitespace="" makes
+    the json_value rule compact (a space inside the deep value is refused)."""
+    doc = {"id": 7, "data": any_json(5, random.Random(9)), "extra": {"k": "é", "日": [[[{"a": None}]]]}}
+    jsonschema.validate(doc, FREE)
+    walk_encoding(GrammarConstraint(schema_to_grammar(FREE), mistral), mistral, compact(doc))
+    c = byte_constraint(FREE, whitespace="")
+    q = c.state_of_text(compact(doc))
+    assert q > 0 and c.accepting([q])[0]
+    inner = compact(doc).replace('[[[{"a":null}]]]', '[[[{"a": null}]]]')
+    assert inner != compact(doc) and c.state_of_text(inner) == 0

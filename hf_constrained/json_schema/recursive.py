@@ -10,6 +10,17 @@ non-nullable subtree stays one regex terminal (matched by the lazy byte DFA),
 and the structure around the placeholders (concatenation, alternation,
 repetition) becomes rules. The result has no depth limit.
 
+Free-form values (``{}``, ``true``, ``additionalProperties: true``, untyped
+items, ``{"type": "array"}`` without item keywords...) are references to one
+shared rule ``json_value`` (and ``json_array`` / ``json_object``), written
+with the regex route's whitespace, number and string conventions, so they
+nest to any depth too (the regex route stops at ``ANY_VALUE_MAX_DEPTH``).
+When the text of the rules would exceed ``MAX_REGEX_TEXT``, the conversion
+is redone with the converter's shared definitions (as
+:func:`~hf_constrained.json_schema.schema_to_regex` does), and each
+definition becomes a rule (``shared_dN``): the grammar is the size of the
+shared regex, not of the plain one.
+
 A recursive ``$ref`` must stand alone: next to sibling assertions, or inside
 an ``allOf`` with other assertions, the conjunction of a recursive language
 with something else is not context-free in general, and it is refused with a
@@ -30,6 +41,10 @@ with something else is not context-free in general, and it is refused with a
 >>> deep = '{"kids":[' * 6 + '{"kids":[]}' + ']}' * 6
 >>> bool(c.accepting([c.state_of_text(deep)])[0]), c.state_of_text('{"kids":[{"kids":[]]') > 0
 (True, False)
+>>> free = schema_to_grammar({"type": "object", "properties": {"data": {}}}, whitespace="")
+>>> c = GrammarConstraint(free, vocab, eos_token_id=0)
+>>> bool(c.accepting([c.state_of_text('{"data":' + '[{"a":' * 9 + 'null' + '}]' * 9 + '}')])[0])
+True
 """
 
 from __future__ import annotations
@@ -41,8 +56,8 @@ from typing import Any, NamedTuple, Optional
 from ..errors import SchemaError
 from ..grammar.cfg import CFG, productive_nonterminals
 from ..regex_parser import parse as parse_regex
-from . import (_ANNOTATIONS, WHITESPACE, _class, _Converter, _emit, _length_range, _load, _Part,
-               _whitespace_regex, canonical, check_metaschema, detect_draft)
+from . import (_ANNOTATIONS, WHITESPACE, _class, _Converter, _emit, _length_range, _load, _Part, _TextLimit,
+               _whitespace_regex, canonical, check_metaschema, detect_draft, schema_to_regex)
 from .._gc import gc_paused
 
 #: Placeholders are single code points of Supplementary Private Use Area-B,
@@ -56,12 +71,24 @@ _RESERVED = re.compile("[\U00100000-\U0010FFFF]|\\\\U0010[0-9A-Fa-f]{4}")
 MAX_COUNTED = 10_000
 
 
-class SchemaRules(NamedTuple):
-    """Regex text per rule (target JSON pointer, ``""`` for the root), placeholders included.
+#: Rule keys that are not JSON pointers (a pointer is ``""`` or starts with ``/``):
+#: the free-form value rules, and ``shared:dN`` for the converter's shared definitions.
+ANY_VALUE, ANY_ARRAY, ANY_OBJECT = "any value", "any array", "any object"
+_SHARED = "shared:"
+_RULE_NAMES = {"": "start", ANY_VALUE: "json_value", ANY_ARRAY: "json_array", ANY_OBJECT: "json_object"}
 
-    ``placeholders`` maps a rule's pointer to the character standing for it in
-    the other rules' text; ``recursive`` is False when no ``$ref`` recursed
-    (then ``rules[""]`` is the same regex :func:`schema_to_regex` gives).
+
+class SchemaRules(NamedTuple):
+    """Regex text per rule, placeholders included.
+
+    A rule's key is the JSON pointer of a recursive ``$ref`` target (``""``
+    for the root), :data:`ANY_VALUE` / :data:`ANY_ARRAY` / :data:`ANY_OBJECT`
+    (free-form values, nested to any depth), or ``"shared:dN"`` (a shared
+    definition, made when the plain text would exceed ``MAX_REGEX_TEXT``).
+    ``placeholders`` maps a rule's key to the character standing for it in
+    the other rules' text. ``recursive`` is False when no rule refers to
+    itself (no ``$ref`` recursed and no value is free-form): then the schema
+    needs no grammar (:func:`schema_to_regex` gives the same language).
     """
 
     rules: dict
@@ -69,7 +96,7 @@ class SchemaRules(NamedTuple):
 
     @property
     def recursive(self) -> bool:
-        return bool(self.placeholders)
+        return any(not k.startswith(_SHARED) for k in self.placeholders)
 
 
 class _Recursion:
@@ -79,6 +106,7 @@ class _Recursion:
         self.placeholders: dict = {}   # target pointer -> placeholder character
         self.pending: list = []        # targets whose rule is still to convert
         self.targets: dict = {}        # target pointer -> its schema
+        self.texts: dict = {}          # rule key -> regex text, for rules not converted from a target
 
     def marker(self, rest: dict, target: Any, tptr: str, ref_ptr: str, lineage: tuple) -> _Part:
         """A ``$ref`` at ``ref_ptr`` to ``tptr``, which is being expanded on this path."""
@@ -108,13 +136,43 @@ class _Recursion:
                 "recursive reference alone in its position, or use a finite max_recursion_depth")
         tptr = marks[0].schema["$recursive"]
         if tptr not in self.placeholders:
-            cp = _PLACEHOLDER_BASE + len(self.placeholders)
-            if cp > _PLACEHOLDER_LAST:
-                raise SchemaError(f"keyword '$ref' at {marks[0].schema['$at']}: too many recursive "
-                                  "reference targets")
-            self.placeholders[tptr] = chr(cp)
+            self._allocate(tptr, marks[0].schema["$at"])
             self.pending.append(tptr)
         return self.placeholders[tptr]
+
+    def _allocate(self, key: str, ptr: str) -> str:
+        cp = _PLACEHOLDER_BASE + len(self.placeholders)
+        if cp > _PLACEHOLDER_LAST:
+            raise SchemaError(f"schema at {ptr or '/'}: too many grammar rules (recursive reference "
+                              "targets and shared definitions); use a finite max_recursion_depth")
+        self.placeholders[key] = chr(cp)
+        return self.placeholders[key]
+
+    def direct(self, key: str, text, ptr: str = "") -> str:
+        """Placeholder of rule ``key`` whose regex text is ``text()`` (called once, after
+        the placeholder exists, so the text may refer to the rule itself)."""
+        if key not in self.placeholders:
+            self._allocate(key, ptr)
+            self.texts[key] = text()
+        return self.placeholders[key]
+
+    def install(self, conv: _Converter) -> None:
+        """Make ``conv`` write free-form values and shared definitions as rule references."""
+        # the regex route's texts, one level each: the nested values and containers in them
+        # are these overrides, i.e. references to the rules themselves (any depth)
+        def any_value(depth: Optional[int] = None) -> str:
+            return self.direct(ANY_VALUE, lambda: _Converter.any_value(conv, 1))
+
+        def any_container(kind: str, depth: Optional[int] = None) -> str:
+            return self.direct(ANY_ARRAY if kind == "array" else ANY_OBJECT,
+                               lambda: _Converter.any_container(conv, kind, 1))
+
+        def shared(text: str, ptr: str) -> str:
+            call = _Converter._shared(conv, text, ptr)      # the regex route's naming and size cap
+            return self.direct(_SHARED + call[3:-1], lambda: text, ptr)
+
+        conv.recursion = self
+        conv.any_value, conv.any_container, conv._shared = any_value, any_container, shared
 
 
 def schema_rules(schema: Any, *, whitespace: Optional[str] = None, strict: bool = False) -> SchemaRules:
@@ -144,25 +202,40 @@ def schema_rules(schema: Any, *, whitespace: Optional[str] = None, strict: bool 
                           "reserves for its rule placeholders; use a finite max_recursion_depth")
     ws = _whitespace_regex(WHITESPACE if whitespace is None else whitespace)
     check_metaschema(root)
+    canon, draft4 = canonical(root, strict=strict), detect_draft(root)[0] == "draft4"
     with gc_paused():
-        conv = _Converter(canonical(root, strict=strict), ws, 3)
-        conv.integral_floats = detect_draft(root)[0] != "draft4"
-        hook = conv.recursion = _Recursion()
-        rules: dict = {}
-        todo = [("", conv.root)]
-        while todo:
-            tptr, target = todo.pop()
-            conv.ref_counts.clear()
-            conv.ref_counts[tptr] = 1
-            rules[tptr] = conv.convert([conv.part(target, tptr)])
-            for t in hook.pending:
-                if t not in rules and all(t != p for p, _ in todo):
-                    todo.append((t, hook.targets[t]))
-            hook.pending.clear()
+        try:
+            rules, hook, conv = _convert_rules(canon, ws, draft4, share=False)
+        except _TextLimit:      # as schema_to_regex: large subschemas written once, as rules
+            rules, hook, conv = _convert_rules(canon, ws, draft4, share=True)
     if rules[""] is None and not hook.placeholders:
+        if conv.empty_reasons:  # as schema_to_regex: why a oneOf had no branch to generate
+            raise SchemaError(conv.empty_reasons[0])
         raise SchemaError("schema at /: no JSON value satisfies the "
                           "schema (as far as the converter can generate)")
-    return SchemaRules(rules, dict(hook.placeholders))
+    rules.update(hook.texts)
+    return SchemaRules({k: rules[k] for k in [""] + [k for k in hook.placeholders if k != ""]},
+                       dict(hook.placeholders))
+
+
+def _convert_rules(canon: Any, ws: str, draft4: bool, share: bool) -> tuple:
+    conv = _Converter(canon, ws, 3)
+    conv.integral_floats = not draft4
+    conv.share = share
+    hook = _Recursion()
+    hook.install(conv)
+    rules: dict = {}
+    todo = [("", conv.root)]
+    while todo:
+        tptr, target = todo.pop()
+        conv.ref_counts.clear()
+        conv.ref_counts[tptr] = 1
+        rules[tptr] = conv.convert([conv.part(target, tptr)])
+        for t in hook.pending:
+            if t not in rules and all(t != p for p, _ in todo):
+                todo.append((t, hook.targets[t]))
+        hook.pending.clear()
+    return rules, hook, conv
 
 
 # ---------------------------------------------------------------- regex trees -> CFG
@@ -298,12 +371,12 @@ def rules_to_cfg(rules: SchemaRules) -> CFG:
     >>> g.nonterminals[0], sorted(g.patterns)
     ('start', [',', '\\\\[', '\\\\]'])
     """
-    names = {"": "start"}
     b = _Builder({})
     nt_of = {"": b.nonterminal("start")}
-    for ptr in rules.rules:
-        if ptr != "":
-            nt_of[ptr] = b.nonterminal(names.get(ptr, "ref:" + ptr))
+    for key in rules.rules:
+        if key != "":
+            nt_of[key] = b.nonterminal(_RULE_NAMES.get(key) or (
+                key.replace(":", "_") if key.startswith(_SHARED) else "ref:" + key))
     b.rule_of_cp = {ord(ch): nt_of[ptr] for ptr, ch in rules.placeholders.items()}
     for ptr, text in rules.rules.items():
         if text is None:
@@ -318,7 +391,7 @@ def _prune(b: _Builder, rules: SchemaRules) -> CFG:
     """Drop the productions that derive no finite text (a recursion without a base case)."""
     productive = productive_nonterminals(b.rules)
     if 0 not in productive:
-        cut = next(iter(rules.placeholders), "")
+        cut = next((k for k in rules.placeholders if k == "" or k.startswith("/")), "")
         raise SchemaError(f"keyword '$ref' to {cut or '#'}: the schema has no finite instance (every "
                           "alternative recurses); give the recursion a non-recursive alternative")
     kept = [(lhs, rhs) for lhs, rhs in b.rules
@@ -352,8 +425,8 @@ def _init_grammar_route(proc, schemas: list, per_prompt: bool, tokenizer, whites
     up on a :class:`~hf_constrained.grammar.GrammarConstraint` (every schema as a grammar) and
     return None; otherwise return the schemas' regexes for the regex path."""
     converted = [schema_rules(s, whitespace=whitespace, strict=strict) for s in schemas]
-    if not any(r.recursive for r in converted):
-        return [r.rules[""] for r in converted]
+    if not any(r.recursive for r in converted):     # the default route's regexes (shared, as there)
+        return [schema_to_regex(s, whitespace=whitespace, strict=strict, shared=True) for s in schemas]
     from ..grammar.constraint import GrammarConstraint
     from ..processor import ConstrainedProcessor
     from .. import cache as disk
