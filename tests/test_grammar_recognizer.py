@@ -138,7 +138,7 @@ def test_parser_shortcuts_equal_textbook_earley(text, alphabet):
     textbook closure of its kernel (items, acceptance, expected terminals), and
     ``scan_accepts(node, t)`` equals the acceptance of the scanned node, for every
     (node, expected terminal) pair."""
-    auto = ConfigAutomaton([from_lark(text)])
+    auto = ConfigAutomaton([from_lark(text, regular=False)])
     viable = _viable_strings(auto, auto.starts[0], alphabet, 5)
     for q in viable.values():
         auto.expand(q)
@@ -161,7 +161,7 @@ def test_pending_configurations_match_their_closed_content(text, alphabet):
     """A configuration whose lexemes are merged lazily accepts iff its closed content does,
     shares its row and mask with the first configuration of that content, and walking the
     same strings again creates nothing new."""
-    auto = ConfigAutomaton([from_lark(text)])
+    auto = ConfigAutomaton([from_lark(text, regular=False)])
     viable = _viable_strings(auto, auto.starts[0], alphabet, 5)
     pending = 0
     for s, q in viable.items():
