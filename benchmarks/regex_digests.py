@@ -4,6 +4,10 @@ corpus schemas turn into, written once and compared after a change.
     python benchmarks/regex_digests.py --write FILE [--schemas 300]   # before the change
     python benchmarks/regex_digests.py --check FILE                   # after: exit 1 on a difference
 
+``benchmarks/data/regex_digests_7eef3f1.json`` holds the digests of commit 7eef3f1 (before
+issue #12's time-to-first-mask work; its automaton code, so a later change to the automaton
+itself shows there too).
+
 For each of the first ``--schemas`` files of ``../shared/data/jsonschemabench``
 (round-robin over its eight datasets, file order, as ``step_latency.py`` walks them,
 refused ones included) it records, for ``shared=True`` and ``shared=False``: the
