@@ -54,10 +54,28 @@ _COMMENT = ("comment",)  # returned by group() for (?#...); never in a tree
 _COUNTED = re.compile(r"\{([0-9]*)(,?)([0-9]*)\}")
 _END_ANCHORS = re.compile(r"(?:\$|\\Z)*(?=\||\Z)")
 _DEFINE = "(?(DEFINE)"
+# Parsing speed (issue #12: 10-100k-character regexes from JSON Schemas). A character
+# that is not one of these is a literal atom; an escape of one of ``_ESCAPED_LITERAL``
+# (ASCII punctuation and space) is the literal character itself.
+_NOT_PLAIN = frozenset("\\[(.*+?{^$|)")
+_QUANTIFIER_START = frozenset("*+?{")
+_PLAIN_RUN = re.compile(r"[^\\\[(.*+?{^$|)]+")
+_ESCAPED_LITERAL = frozenset("!\"#%&'()*+,-./:;<=>?@[\\]^_`{|}~ $")
+# The text a character class most likely spans: a cache key only, a parse stores
+# its result under it when it consumed exactly that text (see ``char_class``).
+_CLASS_TEXT = re.compile(r"\[\^?\]?(?:[^\\\]]|\\.)*\]", re.S)
+_HEX = re.compile(r"[0-9a-fA-F]*")
+_CACHE_MAX = 4096
+_CLASS_CACHE: dict = {}  # class text -> ranges, for parsers without shorthand overrides
+_LITERALS: dict = {}     # code point -> ("cls", ranges)
 
 
 def normalize_ranges(ranges) -> tuple:
     """Sort, merge and strip surrogates from a list of ``(lo, hi)`` ranges."""
+    if isinstance(ranges, (list, tuple)) and len(ranges) == 1:  # one literal: the same, faster
+        (lo, hi), = ranges
+        if hi < _SURROGATES[0] or lo > _SURROGATES[1]:
+            return ((lo, hi),)
     out = []
     for lo, hi in sorted(ranges):
         if out and lo <= out[-1][1] + 1:
@@ -233,9 +251,33 @@ class _Parser:
         items = []
         start = self.i
         last_quantified = False
-        while not self.eof() and self.peek() not in "|)":
+        p, n = self.p, len(self.p)
+        while self.i < n:
             pos = self.i
-            c = self.peek()
+            c = p[pos]
+            if c == "|" or c == ")":
+                break
+            # fast path: a literal (or an escaped punctuation character) not followed by a
+            # quantifier is one atom, exactly as atom() + quantifiers() would give it
+            if c not in _NOT_PLAIN:
+                end = _PLAIN_RUN.match(p, pos).end()
+                if end < n and p[end] in _QUANTIFIER_START:
+                    end -= 1  # the run's last character is quantified: the general path
+                if end > pos:
+                    lits = _LITERALS
+                    for ch in p[pos:end]:
+                        cp = ord(ch)
+                        node = lits.get(cp)
+                        items.append(node if node is not None else _literal(cp))
+                    self.i = end
+                    last_quantified = False
+                    continue
+            elif c == "\\" and pos + 1 < n and p[pos + 1] in _ESCAPED_LITERAL:
+                if pos + 2 >= n or p[pos + 2] not in _QUANTIFIER_START:
+                    items.append(_literal(ord(p[pos + 1])))
+                    self.i = pos + 2
+                    last_quantified = False
+                    continue
             if c in "^$" or (c == "\\" and self.peek(1) in ("A", "Z")):
                 anchor = self._anchor(c if c != "\\" else "\\" + self.peek(1), pos, top, start)
                 if isinstance(anchor, tuple):
@@ -477,12 +519,29 @@ class _Parser:
 
     def _hex(self, n: int, pos: int) -> int:
         digits = self.p[self.i : self.i + n]
-        if len(digits) != n or not all(d in "0123456789abcdefABCDEF" for d in digits):
+        if len(digits) != n or _HEX.match(digits).end() != n:
             self.error(f"incomplete escape \\{self.p[pos + 1]}{digits}", pos)
         self.i += n
         return int(digits, 16)
 
     def char_class(self) -> tuple:
+        # The ranges depend only on the class's own text (and self.classes): a class
+        # text parsed before (most of a JSON Schema's classes repeat) is looked up.
+        cache = _CLASS_CACHE if not self.classes else None
+        m = _CLASS_TEXT.match(self.p, self.i) if cache is not None else None
+        if m is not None:
+            hit = cache.get(m.group())
+            if hit is not None:
+                self.i = m.end()
+                return hit
+        ranges = self._char_class()
+        if m is not None and self.i == m.end():
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            cache[m.group()] = ranges
+        return ranges
+
+    def _char_class(self) -> tuple:
         pos = self.i
         self.i += 1
         negated = False
@@ -527,7 +586,12 @@ class _Parser:
 
 def _literal(cp: int):
     """One code point; a lone surrogate, which UTF-8 cannot spell, gives ``("cls", ())``."""
-    return ("cls", normalize_ranges([(cp, cp)]))
+    node = _LITERALS.get(cp)
+    if node is None:
+        node = ("cls", normalize_ranges([(cp, cp)]))
+        if len(_LITERALS) < _CACHE_MAX:
+            _LITERALS[cp] = node
+    return node
 
 
 def parse(pattern: str):

@@ -426,6 +426,9 @@ def _lit(text: str) -> str:
     return "".join(_char(ord(c)) for c in text)
 
 
+_GROUP_TOKENS = re.compile(r"\\.|\[\^?\]?(?:[^\\\]]|\\.)*\]|[()\[\\]", re.S)
+
+
 def _atom_end(r: str, i: int) -> int:
     """Index just after the regex atom starting at ``r[i]``."""
     c = r[i]
@@ -442,28 +445,28 @@ def _atom_end(r: str, i: int) -> int:
             j += 2 if r[j] == "\\" else 1
         return j + 1
     if c == "(":
-        depth, j = 0, i
-        while True:
-            cj = r[j]
-            if cj == "\\":
-                j += 2
-                continue
-            if cj == "[":
-                j = _atom_end(r, j)
-                continue
-            if cj == "(":
+        # the tokens that matter, in order (escapes and classes skipped whole); a
+        # lone "[" or "\\" is an unterminated class or escape: r[j] ran off the end
+        depth = 0
+        for m in _GROUP_TOKENS.finditer(r, i):
+            t = m.group()
+            if t == "(":
                 depth += 1
-            elif cj == ")":
+            elif t == ")":
                 depth -= 1
                 if depth == 0:
-                    return j + 1
-            j += 1
+                    return m.end()
+            elif t == "[" or t == "\\":
+                break
+        raise IndexError("string index out of range")  # unbalanced, as r[j] would
     return i + 1
 
 
 def _is_atom(r: str) -> bool:
     """True if ``r`` is one atom (char, escape, class or group)."""
-    return bool(r) and _atom_end(r, 0) == len(r)
+    if not r or (r[0] == "(" and r[-1] != ")"):
+        return False  # a group ends with ")": no need to scan it
+    return _atom_end(r, 0) == len(r)
 
 
 def _group(r: str) -> str:

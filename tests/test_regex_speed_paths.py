@@ -1,0 +1,112 @@
+"""The construction-speed shortcuts of issue #12 give exactly what the plain code gives:
+the regex parser's literal runs, escaped punctuation and class-text cache (same trees as
+the general path, checked against ``re``), and the constructor's probe (the same states,
+in the same order, as ``LazyDFA.explore``)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from hf_constrained.automaton import LazyDFA
+from hf_constrained.errors import RegexSyntaxError, StateLimitError
+from hf_constrained.regex_constraint import _probe
+from hf_constrained.regex_parser import _CLASS_CACHE, _Parser, parse
+
+PIECES = ["a", "b", "ab", "\\.", "\\-", "\\\\", "\\{", "[a-c]", "[^a]", "[]a]", "[^]b]", "[\\]a]",
+          "[\\x41-\\x43]", "[\\d.]", "(?:a|b)", "(?#c)", "{", "}", "]", "a{2}", "a{,}", "é", "\\u00e9"]
+QUANTS = ["", "", "*", "+", "?", "{2}", "{1,3}", "*?", "{,2}"]
+
+
+def _uncached(pattern: str):
+    """The tree with the class cache off (a shorthand override no class uses)."""
+    parser = _Parser(pattern, classes={"_": None})
+    parser.subroutines = True
+    return parser.parse()
+
+
+def _random_pattern(rng: random.Random) -> str:
+    out = []
+    for _ in range(rng.randint(1, 8)):
+        piece = rng.choice(PIECES)
+        quant = rng.choice(QUANTS)
+        if piece in ("(?#c)", "{") or piece.endswith("}"):
+            quant = ""
+        out.append(piece + quant)
+    return "".join(out)
+
+
+def _words(rng: random.Random, n: int) -> list:
+    alphabet = "ab.-\\{}]Aé0c"
+    return [""] + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(n)]
+
+
+def test_trees_match_the_uncached_parser_and_re():
+    rng = random.Random(12)
+    words = _words(rng, 300)
+    for _ in range(400):
+        pattern = _random_pattern(rng)
+        try:
+            compiled = re.compile(pattern)
+        except re.error:
+            with pytest.raises(RegexSyntaxError):
+                parse(pattern)
+            continue
+        tree = parse(pattern)
+        assert tree == _uncached(pattern) == parse(pattern), pattern  # cached twice, uncached
+        dfa = LazyDFA([tree])
+        for w in words:
+            assert dfa.fullmatch(w.encode()) == bool(compiled.fullmatch(w)), (pattern, w)
+
+
+@pytest.mark.parametrize("pattern, tree", [
+    ("ab*", ("cat", (("cls", ((97, 97),)), ("rep", ("cls", ((98, 98),)), 0, None)))),
+    ("ab{2}", ("cat", (("cls", ((97, 97),)), ("rep", ("cls", ((98, 98),)), 2, 2)))),
+    ("a\\.+", ("cat", (("cls", ((97, 97),)), ("rep", ("cls", ((46, 46),)), 1, None)))),
+    ("ab(?#x)*", ("cat", (("cls", ((97, 97),)), ("rep", ("cls", ((98, 98),)), 0, None)))),
+    ("a{", ("cat", (("cls", ((97, 97),)), ("cls", ((123, 123),))))),
+    ("[]a][]a]", ("cat", (("cls", ((93, 93), (97, 97))), ("cls", ((93, 93), (97, 97)))))),
+])
+def test_shortcut_trees(pattern, tree):
+    assert parse(pattern) == tree == _uncached(pattern)
+
+
+def test_class_cache_keeps_errors_and_bounds():
+    with pytest.raises(RegexSyntaxError, match="unterminated character set"):
+        parse("[a-")
+    with pytest.raises(RegexSyntaxError, match="bad character range"):
+        parse("[z-a]")
+    # an error is never cached ...
+    with pytest.raises(RegexSyntaxError, match="bad character range"):
+        parse("x[z-a]")  # ... so the same text fails again
+    _CLASS_CACHE.clear()
+    many = "".join(f"[\\x{i:02x}-\\x7f]" for i in range(0x30, 0x7f))
+    assert parse(many) == _uncached(many)
+
+
+PATTERNS = [r"[ab]c*", r"(a|b)*a(a|b){6}", r"\{\"a\":(?:[0-9]|[1-9][0-9]{1,5})(?:,\"b\":\"[^\"\\]{0,40}\")?\}",
+            r"(?(DEFINE)(?P<d0>\[(?:[0-9]+(?:,[0-9]+)*)?\]))\{\"x\":(?&d0),\"y\":(?&d0)\}",
+            r"(?:[ab]{0,20}){0,20}c"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("limit", [1, 5, 128])
+@pytest.mark.parametrize("strip", [False, True])
+def test_probe_is_explore(pattern, limit, strip):
+    a = LazyDFA.from_patterns([pattern], strip_leading_space=strip)
+    b = LazyDFA.from_patterns([pattern], strip_leading_space=strip)
+    assert a.explore(limit) == _probe(b, limit)
+    n = a.num_states
+    assert n == b.num_states and a._keys == b._keys
+    assert (a.table[:n] == b.table[:n]).all() and (a.expanded[:n] == b.expanded[:n]).all()
+
+
+def test_probe_raises_where_explore_raises():
+    for kwargs in ({"max_states": 40}, {"max_nfa_states": 60}):
+        with pytest.raises(StateLimitError) as ea:
+            LazyDFA.from_patterns([r"(?:[ab]{0,9}){0,9}c(a|b)*a(a|b){8}"], **kwargs).explore(128)
+        with pytest.raises(StateLimitError) as eb:
+            _probe(LazyDFA.from_patterns([r"(?:[ab]{0,9}){0,9}c(a|b)*a(a|b){8}"], **kwargs), 128)
+        assert str(ea.value) == str(eb.value)
