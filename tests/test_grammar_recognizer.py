@@ -177,3 +177,35 @@ def test_pending_configurations_match_their_closed_content(text, alphabet):
     assert pending > 0  # the lazy path was exercised
     n = auto.num_states
     assert _viable_strings(auto, auto.starts[0], alphabet, 5) == viable and auto.num_states == n
+
+
+@pytest.mark.parametrize("text,alphabet", SHORTCUT_GRAMMARS)
+def test_per_configuration_objects_leave_the_cyclic_collector(text, alphabet):
+    """What the automaton keeps per configuration and per parser node (keys, closed keys,
+    merges, lanes, plans, waiting lists) is made of ints and tuples only, so Python's cyclic
+    collector stops tracking it (a frozenset or list stays tracked for life and makes every
+    later full pass over the process longer), and keys are canonical (sorted, no repeats), so
+    equal content still gets one id. A tuple leaves the collector on a pass that finds its
+    items untracked: nested tuples (key > threads > pair) take one pass per level."""
+    import gc
+    auto = ConfigAutomaton([from_lark(text, regular=False)])
+    viable = _viable_strings(auto, auto.starts[0], alphabet, 5)
+    for q in list(viable.values())[::2]:
+        auto.mask_representative(q, 8)
+        auto.expand(q)
+    p = auto.parser
+    for _ in range(3):
+        gc.collect()
+    kept = {"keys": auto._keys, "closed": [c for c in auto._closed if c is not None],
+            "merge keys": list(auto._merge), "lanes": list(auto._lanes.values()),
+            "kernels": list(p._closure),
+            "plans": [pl[0] for pl in auto._plans.values()],
+            "waiting": [d for w in p._waiting if w is not None for d in w]}
+    assert kept["keys"] and kept["closed"] and kept["waiting"]
+    for what, objs in kept.items():
+        tracked = [o for o in objs if gc.is_tracked(o)]
+        assert not tracked, (what, tracked[:2])
+    for boundary, threads, strip, pending in auto._keys:
+        for part in (boundary, threads, pending):
+            assert list(part) == sorted(set(part)), part
+    assert len(set(auto._keys)) == len(auto._keys)
