@@ -81,7 +81,7 @@ class ConfigAutomaton:
                                    "make the terminal non-empty and the rule that uses it optional")
         self.byte_class = dfa.byte_class
         self.n_classes = dfa.n_classes
-        self._no_lanes = (np.zeros(self.n_classes, dtype=np.int64), [()])
+        self._no_lanes = (np.zeros(self.n_classes, dtype=np.int64), ((),))
         self._space_class = int(dfa.byte_class[0x20])
         self._lock = threading.RLock()
         self._slot_ids: dict = {}
@@ -99,11 +99,11 @@ class ConfigAutomaton:
         self.table = np.full((cap, self.n_classes), -1, dtype=np.int32)
         self.accepting = np.zeros(cap, dtype=bool)
         self.expanded = np.zeros(cap, dtype=bool)
-        dead = self._intern(frozenset(), frozenset(), False)
+        dead = self._intern((), (), False)
         assert dead == DEAD
         self.table[DEAD] = DEAD
         self.expanded[DEAD] = True
-        self.starts = [self._intern(frozenset([n]), frozenset(), bool(strip_leading_space))
+        self.starts = [self._intern((n,), (), bool(strip_leading_space))
                        for n in p.start_nodes]
 
     # ---------------------------------------------------------------- interning
@@ -115,11 +115,17 @@ class ConfigAutomaton:
             self._slots.append(key)
         return sid
 
-    def _intern(self, boundary: frozenset, threads: frozenset, strip: bool, pending: frozenset = frozenset()) -> int:
+    def _intern(self, boundary: tuple, threads: tuple, strip: bool, pending: tuple = ()) -> int:
         """The id of a configuration; ``pending``: ``(node, terminal)`` lexemes that end here
         and are not merged into a parser node yet (:meth:`_closed_key` does it when the
         configuration is expanded or exported: most configurations a mask walk creates are
-        where a token ends, and are never expanded)."""
+        where a token ends, and are never expanded).
+
+        ``boundary``, ``threads`` and ``pending`` are sorted tuples without repeats (of ints
+        and of int pairs), never frozensets: the cyclic garbage collector stops tracking a
+        tuple of ints after its first pass over it, while a frozenset stays tracked for
+        life, so each of the tens of thousands of configurations a grammar creates would
+        make every later full pass over the process longer (:func:`_canon`)."""
         key = (boundary, threads, strip, pending)
         cid = self._ids.get(key)
         if cid is not None:
@@ -159,7 +165,7 @@ class ConfigAutomaton:
         got = self._closed[cid]
         if got is None:
             boundary, threads, strip, pending = self._keys[cid]
-            got = self._closed[cid] = (boundary | {self._merged(pending)}, threads, strip)
+            got = self._closed[cid] = (_canon((*boundary, self._merged(pending))), threads, strip)
             self._by_closed.setdefault(got, cid)
         return got
 
@@ -191,14 +197,14 @@ class ConfigAutomaton:
             for t in p.ignore[p.grammar[n]]:
                 slots.append(self._slot(n, t, True))
                 states.append(term_start[t])
-            got = self._lanes[n] = (slots, states)
+            got = self._lanes[n] = (tuple(slots), tuple(states))
         return got
 
-    def _merged(self, scans: frozenset) -> int:
+    def _merged(self, scans: tuple) -> int:
         got = self._merge.get(scans)
         if got is None:
-            got = self._merge[scans] = (self.parser.scan(*next(iter(scans))) if len(scans) == 1
-                                        else self.parser.merge(tuple(sorted(scans))))
+            got = self._merge[scans] = (self.parser.scan(*scans[0]) if len(scans) == 1
+                                        else self.parser.merge(scans))
         return got
 
     # ---------------------------------------------------------------- expansion
@@ -227,7 +233,7 @@ class ConfigAutomaton:
                 if strip:  # decode() drops the text's first space: reading it changes nothing
                     strip_to = self._intern(boundary, threads, False)
                     self.table[cid, self._space_class] = strip_to
-                got = (slots, inv, columns, strip_to)
+                got = (tuple(slots), inv, columns, strip_to)   # tuples: see _intern
             self._plans[cid] = got
         return got
 
@@ -237,18 +243,18 @@ class ConfigAutomaton:
         nxt = DEAD
         if columns[col]:
             slot_of = self._slots
-            keep, scans, back = [], set(), set()
+            keep, scans, back = [], [], []
             for i, s2, a, g in columns[col]:
                 sl = slots[i]
                 if a:
                     node, term, ign = slot_of[sl]
                     if ign:
-                        back.add(node)
+                        back.append(node)
                     else:
-                        scans.add((node, term))
+                        scans.append((node, term))
                 if g:
                     keep.append((sl, s2))
-            nxt = self._intern(frozenset(back), frozenset(keep), False, frozenset(scans))
+            nxt = self._intern(_canon(back), _canon(keep), False, _canon(scans))
         row = self.table[cid]               # after _intern, which may grow the table
         row[inv == col] = nxt
         if strip_to is not None:
@@ -316,7 +322,7 @@ class ConfigAutomaton:
             columns = [[] for _ in range(len(cols))]
             for c, i, s2, a, g in zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist()):
                 columns[c].append((i, s2, a, g))
-            got = (np.asarray(inv).reshape(-1), [tuple(c) for c in columns])
+            got = (np.asarray(inv).reshape(-1), tuple([tuple(c) for c in columns]))
             if len(self._moves) >= self.MOVES_MEMO:
                 self._moves.clear()
             self._moves[states] = got
@@ -393,9 +399,9 @@ class ConfigAutomaton:
             strip = arrays["gc_strip"].tolist()
             mapping = np.full(max(ids, default=-1) + 1, -1, dtype=np.int64)
             for i in range(n):
-                b = frozenset(nodes[bound[b_off[i]:b_off[i + 1]]].tolist())
-                ts = frozenset((self._slot(int(nodes[nd]), t, bool(ig)), int(lexmap[s]))
-                               for nd, t, ig, s in thr[t_off[i]:t_off[i + 1]])
+                b = _canon(nodes[bound[b_off[i]:b_off[i + 1]]].tolist())
+                ts = _canon([(self._slot(int(nodes[nd]), t, bool(ig)), int(lexmap[s]))
+                             for nd, t, ig, s in thr[t_off[i]:t_off[i + 1]]])
                 mapping[ids[i]] = self._intern(b, ts, bool(strip[i]))
             return mapping
 
@@ -404,6 +410,18 @@ class ConfigAutomaton:
         with self._lock:
             boundary, threads, strip = self._closed_key(cid)
         return {"boundary": sorted(boundary), "threads": sorted(threads), "strip": strip}
+
+
+def _canon(xs) -> tuple:
+    """The canonical form of a set of ints or int tuples in a configuration key: sorted,
+    without repeats, as a tuple (see :meth:`ConfigAutomaton._intern`).
+
+    >>> _canon([3, 1, 3]), _canon([(2, 5), (1, 9), (2, 5)]), _canon([])
+    ((1, 3), ((1, 9), (2, 5)), ())
+    """
+    if len(xs) < 2:
+        return tuple(xs)
+    return tuple(sorted(set(xs)))
 
 
 def _offsets(groups) -> np.ndarray:

@@ -130,9 +130,11 @@ def _collector_paused():
     """Pause Python's cyclic garbage collector during a mask walk (then restore it).
 
     A walk that reaches a new region of the grammar creates tens of thousands of small
-    tuples and frozensets (configurations, parser items) that live as long as the
-    automaton; the collector's full passes over them took a third to a half of such a
-    walk. They form no reference cycles, so nothing is left for the collector to find."""
+    tuples (configurations, parser items) that live as long as the automaton; the
+    collector's passes over them took a third to a half of such a walk. They form no
+    reference cycles, so nothing is left for the collector to find, and they are tuples of
+    ints (not frozensets or lists), so the collector stops tracking them after its next
+    passes instead of walking them again in every full pass of the process."""
     with _GC_LOCK:
         if _GC_HOLDERS[0] == 0:
             _GC_HOLDERS[1] = gc.isenabled()

@@ -106,10 +106,10 @@ class Parser:
         self._accept: list = []
         self._waiting: list = []    # node -> (explicit {symbol: [advanced items]}, {symbol: all of them}) (lazy)
         self._parts: list = []      # node -> (its items that are no prediction block, block roots) or None
-        self._closure: dict = {}    # kernel frozenset -> node
+        self._closure: dict = {}    # kernel (sorted tuple of items) -> node
         self._scan: dict = {}       # (node, terminal) -> node
         self._acc_syms: dict = {}   # node -> _accept_symbols
-        self.start_nodes = [self._close(frozenset([(r, 0, SELF)]), g)
+        self.start_nodes = [self._close(((r, 0, SELF),), g)
                             for g, r in enumerate(self.start_rules)]
 
     def _add_rule(self, lhs: int, rhs: tuple):
@@ -128,7 +128,7 @@ class Parser:
         return null
 
     # ---------------------------------------------------------------- nodes
-    def _waiting_on(self, node: int, sym: int) -> list:
+    def _waiting_on(self, node: int, sym: int) -> tuple:
         """The items of ``node`` waiting on ``sym``, advanced over it, origins made concrete
         (built per symbol: those of the node's prediction blocks come from the blocks)."""
         w = self._waiting[node]
@@ -138,16 +138,17 @@ class Parser:
             rhs_of = self.rhs
             for r, d, o in (parts[0] if parts is not None else self.items[node]):
                 ex.setdefault(rhs_of[r][d], []).append((r, d + 1, node if o == SELF else o))
-            w = self._waiting[node] = (ex, {})
+            # tuples of int tuples, no lists: the cyclic collector stops tracking them
+            w = self._waiting[node] = ({k: tuple(v) for k, v in ex.items()}, {})
         ex, done = w
         got = done.get(sym)
         if got is None:
-            got = ex.get(sym, [])
+            got = ex.get(sym, ())
             parts = self._parts[node]
             if parts is not None:
                 extra = [(r, d1, node) for root in parts[1] for r, d1 in self._predict[root][3].get(sym, ())]
                 if extra:
-                    got = got + extra
+                    got = got + tuple(extra)
             done[sym] = got
         return got
 
@@ -197,7 +198,7 @@ class Parser:
                                       {k: tuple(v) for k, v in wait.items()}, completes)
         return got
 
-    def _close(self, kernel: frozenset, grammar: int) -> int:
+    def _close(self, kernel: tuple, grammar: int) -> int:
         got = self._closure.get(kernel)
         if got is not None:
             return got
@@ -421,7 +422,9 @@ class Parser:
             kernel.extend(self.scan_kernel(node, t))
         if not kernel:
             raise ValueError("no item of these nodes expects these terminals")
-        return self._close(frozenset(kernel), self.grammar[scans[0][0]])
+        # the kernel as a sorted tuple (a key of _closure), not a frozenset: the cyclic collector
+        # stops tracking a tuple of int tuples, a frozenset stays tracked for life
+        return self._close(tuple(sorted(set(kernel))), self.grammar[scans[0][0]])
 
     @property
     def num_nodes(self) -> int:
