@@ -589,9 +589,9 @@ def test_any_value_brute_force_against_a_deep_regex(monkeypatch):
     4, partially matches it, and accepts it iff the regex matches it (the same conventions)."""
     import regex as regex_module
 
-    from hf_constrained import json_schema
+    from hf_constrained.json_schema import limits
 
-    monkeypatch.setattr(json_schema, "ANY_VALUE_MAX_DEPTH", 4)
+    monkeypatch.setattr(limits, "ANY_VALUE_MAX_DEPTH", 4)
     oracle = regex_module.compile(schema_to_regex({}, max_recursion_depth=4))
     c = byte_constraint({})
     alphabet = '[]{}":, 10-.'
@@ -620,10 +620,10 @@ def test_free_form_agrees_with_a_deep_regex_when_shallow(schema, deepseek, monke
     """Free-form values nested at most once, against the regex route raised to free-form depth 4
     (a DeepSeek token opens at most 3 brackets, so the regex's depth is never reached along
     the way): both allow exactly the same tokens at every step, whitespace and numbers included."""
-    from hf_constrained import json_schema
+    from hf_constrained.json_schema import limits
 
     g = GrammarConstraint(schema_to_grammar(schema), deepseek)
-    monkeypatch.setattr(json_schema, "ANY_VALUE_MAX_DEPTH", 4)
+    monkeypatch.setattr(limits, "ANY_VALUE_MAX_DEPTH", 4)
     r = RegexConstraint.from_tokenizer([schema_to_regex(schema, max_recursion_depth=4)], deepseek,
                                        cache_dir=False)
     rng = random.Random(11)

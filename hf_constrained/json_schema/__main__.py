@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from .suite import main
 
 sys.exit(main())

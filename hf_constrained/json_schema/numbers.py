@@ -35,6 +35,10 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 from typing import Optional
 
+from .ranges import integer_range_regex
+from .regex_text import _alt, _lit
+from .tokens import INTEGER
+
 __all__ = ["MAX_ENUMERATED", "MAX_SUFFIXES", "multiple_of_regex"]
 
 #: Most multiples enumerated one by one for a step without digit structure.
@@ -93,8 +97,6 @@ def _exact(x: Fraction) -> str:
 def _nonneg(lo: int, hi: Optional[int], modulus: int, residues: list, text) -> Optional[str]:
     """Nonnegative integers X in [lo, hi] with X % modulus in ``residues``;
     ``text(i, r)`` writes X = i * modulus + r (its regex-escaped suffix when i > 0)."""
-    from . import _alt, _lit, integer_range_regex
-
     if hi is not None and lo > hi:
         return None
     alts = []
@@ -123,8 +125,6 @@ def multiple_of_regex(k, lowers: list, uppers: list, integer_only: bool) -> Opti
     ``integer_only``: the schema only admits integers.  Raises
     :class:`MultipleOfError` when the step has no supported structure.
     """
-    from . import _alt
-
     if isinstance(k, bool) or not isinstance(k, (int, float)) or not k > 0 or not math.isfinite(k):
         raise MultipleOfError(f"multipleOf must be a positive number, not {k!r}")
     step = _step(k)
@@ -178,8 +178,6 @@ def multiple_of_regex(k, lowers: list, uppers: list, integer_only: bool) -> Opti
         return _enumerated(k, a, scale, x_lo, x_hi, bounded)
 
     if modulus == 1:                      # every integer in range
-        from . import INTEGER, integer_range_regex
-
         return INTEGER if x_lo is None and x_hi is None else integer_range_regex(x_lo, x_hi)
 
     def text(i: int, r: int) -> str:
@@ -200,8 +198,6 @@ def multiple_of_regex(k, lowers: list, uppers: list, integer_only: bool) -> Opti
 
 def _enumerated(k, a: int, scale: int, x_lo: Optional[int], x_hi: Optional[int],
                 bounded: bool) -> Optional[str]:
-    from . import _alt, _lit
-
     if not bounded:
         raise MultipleOfError(f"multiples of {k!r} have no digit structure the regex can "
                               "follow; bound the value with minimum and maximum (at most "

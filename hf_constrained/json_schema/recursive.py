@@ -53,12 +53,17 @@ import json
 import re
 from typing import Any, NamedTuple, Optional
 
+from .._gc import gc_paused
 from ..errors import SchemaError
 from ..grammar.cfg import CFG, productive_nonterminals
 from ..regex_parser import parse as parse_regex
-from . import (_ANNOTATIONS, WHITESPACE, _class, _Converter, _emit, _length_range, _load, _Part, _TextLimit,
-               _whitespace_regex, canonical, check_metaschema, detect_draft, schema_to_regex)
-from .._gc import gc_paused
+from . import schema_to_regex
+from .charsets import _class
+from .converter import _Converter, _TextLimit
+from .drafts import canonical, check_metaschema, detect_draft
+from .limits import WHITESPACE
+from .patterns import _emit, _length_range, _whitespace_regex
+from .schemas import _ANNOTATIONS, _load, _Part
 
 #: Placeholders are single code points of Supplementary Private Use Area-B,
 #: away from its ends; a schema that mentions any code point of that area (as
@@ -156,23 +161,27 @@ class _Recursion:
             self.texts[key] = text()
         return self.placeholders[key]
 
-    def install(self, conv: _Converter) -> None:
-        """Make ``conv`` write free-form values and shared definitions as rule references."""
-        # the regex route's texts, one level each: the nested values and containers in them
-        # are these overrides, i.e. references to the rules themselves (any depth)
-        def any_value(depth: Optional[int] = None) -> str:
-            return self.direct(ANY_VALUE, lambda: _Converter.any_value(conv, 1))
 
-        def any_container(kind: str, depth: Optional[int] = None) -> str:
-            return self.direct(ANY_ARRAY if kind == "array" else ANY_OBJECT,
-                               lambda: _Converter.any_container(conv, kind, 1))
+class _RuleConverter(_Converter):
+    """The regex converter writing free-form values and shared definitions as rule
+    references (placeholders of ``recursion``, a :class:`_Recursion`)."""
 
-        def shared(text: str, ptr: str) -> str:
-            call = _Converter._shared(conv, text, ptr)      # the regex route's naming and size cap
-            return self.direct(_SHARED + call[3:-1], lambda: text, ptr)
+    def __init__(self, root: Any, whitespace: str, max_depth: int, recursion: _Recursion):
+        super().__init__(root, whitespace, max_depth)
+        self.recursion = recursion
 
-        conv.recursion = self
-        conv.any_value, conv.any_container, conv._shared = any_value, any_container, shared
+    # the regex route's texts, one level each: the nested values and containers in them
+    # are these overrides, i.e. references to the rules themselves (any depth)
+    def any_value(self, depth: Optional[int] = None) -> str:
+        return self.recursion.direct(ANY_VALUE, lambda: super(_RuleConverter, self).any_value(1))
+
+    def any_container(self, kind: str, depth: Optional[int] = None) -> str:
+        return self.recursion.direct(ANY_ARRAY if kind == "array" else ANY_OBJECT,
+                                     lambda: super(_RuleConverter, self).any_container(kind, 1))
+
+    def _shared(self, text: str, ptr: str) -> str:
+        call = super()._shared(text, ptr)      # the regex route's naming and size cap
+        return self.recursion.direct(_SHARED + call[3:-1], lambda: text, ptr)
 
 
 def schema_rules(schema: Any, *, whitespace: Optional[str] = None, strict: bool = False) -> SchemaRules:
@@ -219,11 +228,10 @@ def schema_rules(schema: Any, *, whitespace: Optional[str] = None, strict: bool 
 
 
 def _convert_rules(canon: Any, ws: str, draft4: bool, share: bool) -> tuple:
-    conv = _Converter(canon, ws, 3)
+    hook = _Recursion()
+    conv = _RuleConverter(canon, ws, 3, hook)
     conv.integral_floats = not draft4
     conv.share = share
-    hook = _Recursion()
-    hook.install(conv)
     rules: dict = {}
     todo = [("", conv.root)]
     while todo:

@@ -22,6 +22,8 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 from urllib.parse import quote, unquote
 
+from .schemas import _walk  # the converter's subschema walk
+
 __all__ = ["keep_ref_targets"]
 
 _MISSING = object()
@@ -53,8 +55,6 @@ def keep_ref_targets(raw: Any, canon: Any, rewrite: Callable[[Any, str], Any]) -
     (no nested ``$id``) are handled; ``canon`` is updated in place and
     returned.
     """
-    from . import _walk  # the converter's subschema walk (imported late: no cycle)
-
     if not isinstance(raw, dict) or not isinstance(canon, dict):
         return canon
     if any(isinstance(s, dict) and "$id" in s for s, p in _walk(canon) if p):

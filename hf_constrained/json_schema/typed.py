@@ -1,0 +1,232 @@
+"""The converter's typed conversion: which JSON types remain, numbers and strings."""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, Optional
+
+from ..errors import RegexSyntaxError, UnsupportedRegexError
+from ..regex_parser import parse as parse_regex
+from . import limits
+from .charsets import _encode_charset
+from .numbers import MultipleOfError, multiple_of_regex
+from .patterns import _capped, _emit, _format_tree, _parse_regex, _translate_pattern
+from .ranges import _split_decimal, decimal_range_regex, integer_range_regex
+from .regex_text import _alt, _repeat
+from .schemas import _ANNOTATIONS, _HANDLED, _KINDS, _TYPE_SPECIFIC, _ptr, _refuse, _type_kinds, _unsupported
+from .string_formats import intersect
+from .strings import TooComplex, length_range, restrict_length, search_tree
+from .tokens import _FORMAT_LENGTHS, BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR
+
+
+class _TypedMixin:
+    """:class:`~.converter._Converter`'s dispatch on the remaining JSON types, numbers and strings."""
+
+    def _typed(self, flat: list) -> Optional[str]:
+        for s, p, _ in flat:
+            for kw in s:
+                if kw not in _ANNOTATIONS and kw not in _HANDLED and kw not in _TYPE_SPECIFIC:
+                    raise _unsupported(kw, _ptr(p, kw))
+        kinds = self._kinds(flat)
+        alts = []
+        if "null" in kinds:
+            alts.append(NULL)
+        if "boolean" in kinds:
+            alts.append(BOOLEAN)
+        if "integer" in kinds:
+            alts.append(self._numeric(flat, "fraction" in kinds))
+        if "string" in kinds:
+            alts.append(self._string(flat))
+        if "array" in kinds:
+            alts.append(self._array(flat))
+        if "object" in kinds:
+            alts.append(self._object(flat))
+        return _alt(alts)
+
+    def _kinds(self, flat: list) -> set:
+        kinds = set(_KINDS)
+        for s, p, _ in flat:
+            if "type" in s:
+                ts = s["type"] if isinstance(s["type"], list) else [s["type"]]
+                kinds &= set().union(*[_type_kinds(t) for t in ts])
+            if "not" in s:
+                kinds -= self._not_kinds(s["not"], _ptr(p, "not"))
+        if "fraction" in kinds and "integer" not in kinds:
+            ptr = next(_ptr(p, "not") for s, p, _ in flat if "not" in s)
+            raise _unsupported("not", ptr, "non-integral numbers only")
+        return kinds
+
+    @staticmethod
+    def _simple_not(sub: Any) -> bool:
+        """``not`` that only removes JSON types (handled by :meth:`_kinds`)."""
+        if sub is True or sub is False:
+            return True
+        return isinstance(sub, dict) and set(sub) <= _ANNOTATIONS | {"type"} and (
+            "type" not in sub or "integer" not in (
+                sub["type"] if isinstance(sub["type"], list) else [sub["type"]])
+            or "number" in (sub["type"] if isinstance(sub["type"], list) else [sub["type"]]))
+
+    def _not_kinds(self, sub: Any, ptr: str) -> set:
+        """Kinds excluded by ``not: sub``."""
+        if sub is False:
+            return set()
+        if sub is True:
+            return set(_KINDS)
+        if isinstance(sub, dict) and set(sub) <= _ANNOTATIONS | {"type"}:
+            if "type" not in sub:
+                return set(_KINDS)
+            ts = sub["type"] if isinstance(sub["type"], list) else [sub["type"]]
+            return set().union(*[_type_kinds(t) for t in ts])
+        raise _unsupported("not", ptr)
+
+    @staticmethod
+    def _collect(flat: list, keyword: str) -> list:
+        return [(s[keyword], _ptr(p, keyword)) for s, p, _ in flat if keyword in s]
+
+    # -- numbers --------------------------------------------------------------
+
+    def _numeric(self, flat: list, fraction: bool) -> Optional[str]:
+        lowers = [(v, False, ptr) for v, ptr in self._collect(flat, "minimum")]
+        lowers += [(v, True, ptr) for v, ptr in self._collect(flat, "exclusiveMinimum")]
+        uppers = [(v, False, ptr) for v, ptr in self._collect(flat, "maximum")]
+        uppers += [(v, True, ptr) for v, ptr in self._collect(flat, "exclusiveMaximum")]
+        steps = self._collect(flat, "multipleOf")
+        if steps:
+            if len({(type(v), v) for v, _ in steps}) > 1:
+                raise _refuse("multipleOf", steps[1][1], "several different multipleOf "
+                              "values cannot be combined; keep one (their least common multiple)")
+            try:
+                return multiple_of_regex(steps[0][0], [(v, x) for v, x, _ in lowers],
+                                         [(v, x) for v, x, _ in uppers], not fraction)
+            except MultipleOfError as exc:
+                raise _refuse("multipleOf", steps[0][1], str(exc)) from None
+        if not fraction:
+            lo = hi = None
+            for v, strict, _ in lowers:
+                b = math.floor(Fraction(v)) + 1 if strict else math.ceil(Fraction(v))
+                lo = b if lo is None else max(lo, b)
+            for v, strict, _ in uppers:
+                b = math.ceil(Fraction(v)) - 1 if strict else math.floor(Fraction(v))
+                hi = b if hi is None else min(hi, b)
+            if lo is None and hi is None:
+                return INTEGER
+            return integer_range_regex(lo, hi)
+        if not lowers and not uppers:
+            return NUMBER
+        lo = max(lowers, key=lambda b: (Fraction(b[0]), b[1])) if lowers else None
+        hi = min(uppers, key=lambda b: (Fraction(b[0]), -b[1])) if uppers else None
+        chosen = [b for b in (lo, hi) if b is not None]
+        decimals = {}
+        for v, strict, ptr in chosen:
+            keyword = ptr.rsplit("/", 1)[-1]
+            if abs(v) > limits._MAX_EXACT_FLOAT_INT:
+                raise _refuse(keyword, ptr, f"|{v}| > 2**53: decimal text and "
+                              "binary floats disagree; use type integer")
+            if isinstance(v, int) or v.is_integer():
+                decimals[ptr] = Decimal(int(v))
+            else:
+                decimals[ptr] = Decimal(repr(v))
+        budget = None
+        if any(strict for _, strict, _ in chosen):
+            budget = max([limits.NUMBER_FRACTION_DIGITS] +
+                         [len(_split_decimal(abs(decimals[ptr]))[1])
+                          for _, _, ptr in chosen])
+            for v, strict, ptr in chosen:
+                if strict and 2 * math.ulp(float(v)) >= 10.0 ** -budget:
+                    raise _refuse(ptr.rsplit("/", 1)[-1], ptr, f"exclusive "
+                                  f"bound {v} is too large to be honoured "
+                                  "exactly under float rounding")
+        return decimal_range_regex(
+            None if lo is None else decimals[lo[2]], bool(lo and lo[1]),
+            None if hi is None else decimals[hi[2]], bool(hi and hi[1]),
+            budget)
+
+    # -- strings --------------------------------------------------------------
+
+    def _string(self, flat: list) -> Optional[str]:
+        for kw in ("contentEncoding", "contentMediaType", "contentSchema"):
+            for _, ptr in self._collect(flat, kw):
+                raise _unsupported(kw, ptr)
+        mins = [(int(v), ptr) for v, ptr in self._collect(flat, "minLength")]
+        maxs = [(int(v), ptr) for v, ptr in self._collect(flat, "maxLength")]
+        lo, lo_ptr = max(mins, default=(0, None))
+        hi, hi_ptr = min(maxs) if maxs else (None, None)
+        if hi is not None and lo > hi:
+            return None
+        patterns = {}
+        for pat, ptr in self._collect(flat, "pattern"):
+            patterns.setdefault(pat, ptr)
+        formats = {}
+        for fmt, ptr in self._collect(flat, "format"):
+            formats.setdefault(fmt, ptr)
+        for fmt, ptr in formats.items():
+            if fmt not in FORMATS:
+                raise _refuse("format", ptr, f"format {fmt!r} is not supported "
+                              f"(supported: {', '.join(FORMATS)}); use pattern")
+        if len(formats) > 1:
+            raise _refuse("format", list(formats.values())[1],
+                          "several different formats cannot be combined")
+        if len(patterns) > 1:
+            raise _refuse("pattern", list(patterns.values())[1],
+                          "several different patterns cannot be intersected; "
+                          "combine them into one pattern")
+        both = bool(patterns and formats)
+        if patterns:
+            (pat, ptr), = patterns.items()
+        if formats:
+            (fmt, _), = formats.items()
+            content = FORMATS[fmt]
+            fmin, fmax = _FORMAT_LENGTHS.get(fmt) or length_range(parse_regex(content))
+        if patterns:
+            anchor_error = "unsupported anchors"
+            try:
+                content, fmin, fmax = _translate_pattern(pat)
+            except UnsupportedRegexError as exc:
+                if not exc.construct.startswith("anchor"):
+                    raise _refuse("pattern", ptr, str(exc)) from None
+                content, fmin, fmax = None, -1, 0  # anchors inside: the tree path below
+                anchor_error = exc
+            except RegexSyntaxError as exc:
+                raise _refuse("pattern", ptr, str(exc)) from None
+            if content is None and fmin == 0:
+                return None
+        if not patterns and not formats:
+            return '"' + _repeat(STRING_CHAR, lo, hi) + '"'
+        if not both and lo <= fmin and (hi is None or (fmax is not None and hi >= fmax)):
+            return '"' + content + '"'  # every match already fits
+        # Trees over decoded characters: intersect, restrict to lo..hi, exactly.
+        tree = _format_tree(fmt) if formats else None
+        if patterns:
+            try:
+                ptree = search_tree(_parse_regex(pat, anchor_nodes=True))
+            except TooComplex as exc:
+                raise _refuse("pattern", ptr, f"{anchor_error} ({exc})") from None
+            if both:
+                tree = None if tree is None else intersect(
+                    ptree, tree, lambda text: re.fullmatch(FORMATS[fmt], text) is not None)
+                if tree is None:
+                    raise _refuse("pattern", ptr, f"pattern cannot be combined with format "
+                                  f"{fmt!r} (only literal prefixes/suffixes, or a character "
+                                  "every such string contains, are intersected)")
+            else:
+                tree = ptree
+            fmin, fmax = length_range(tree)
+        why = ""
+        if tree is not None:
+            try:
+                tree = restrict_length(tree, lo, hi)
+            except TooComplex as exc:
+                why = f" ({exc})"
+                tree = None if not formats or hi is None else _capped(tree, lo, hi)
+        if tree is None:
+            if lo > fmin:
+                raise _refuse("minLength", lo_ptr, "cannot be combined with "
+                              "format/pattern unless every match is long enough"
+                              + why)
+            raise _refuse("maxLength", hi_ptr, "cannot be combined with "
+                          "format/pattern unless every match is short enough" + why)
+        content = _emit(tree, _encode_charset)
+        return None if content is None else '"' + content + '"'
