@@ -1251,3 +1251,21 @@ def test_kubernetes_like_schema_end_to_end(deepseek):
             state = int(proc.index.walk_tokens(np.array([state]), np.array([[t]]))[0])
         for bad in (text[:-1], "[" + text[1:], text + "}"):
             assert not proc.dfa.fullmatch(bad.encode())
+
+
+def test_limits_set_on_the_package_reach_the_converter(monkeypatch):
+    """The limits live in ``json_schema.limits`` (read when used); setting one on the package,
+    as users and older code do, must change the conversion, and undoing it must restore it."""
+    import hf_constrained.json_schema as js
+    from hf_constrained.json_schema import limits
+    deep = '{"a":[[1]]}'                                              # 3 containers
+    assert re.fullmatch(schema_to_regex({}), deep) is None          # 2 containers deep by default
+    with monkeypatch.context() as m:
+        m.setattr(js, "ANY_VALUE_MAX_DEPTH", 3)
+        assert limits.ANY_VALUE_MAX_DEPTH == 3 and js.ANY_VALUE_MAX_DEPTH == 3
+        assert re.fullmatch(schema_to_regex({}), deep)
+        m.setattr(js, "MAX_REGEX_TEXT", 50)
+        with pytest.raises(SchemaError, match="MAX_REGEX_TEXT=50"):
+            schema_to_regex({"type": "object", "properties": {"a": {}}}, shared=False)
+    assert limits.ANY_VALUE_MAX_DEPTH == js.ANY_VALUE_MAX_DEPTH == 2
+    assert re.fullmatch(schema_to_regex({}), deep) is None

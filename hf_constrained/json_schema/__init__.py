@@ -186,6 +186,8 @@ This package is the public face; the work is done, along the flow, by:
 
 from __future__ import annotations
 
+import sys
+import types
 from decimal import Decimal
 from typing import Any, Optional
 
@@ -295,7 +297,7 @@ def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
     True
     """
     root = _load(schema)
-    ws = _whitespace_regex(WHITESPACE if whitespace is None else whitespace)
+    ws = _whitespace_regex(limits.WHITESPACE if whitespace is None else whitespace)
     if not isinstance(max_recursion_depth, int) or max_recursion_depth < 1:
         raise ValueError("max_recursion_depth must be an integer >= 1")
     check_metaschema(root)
@@ -324,3 +326,18 @@ __test__ = {f"{m.__name__.rsplit('.', 1)[1]}.{name}": obj
                       containers, converter, suite)
             for name, obj in vars(m).items()
             if getattr(obj, "__module__", None) == m.__name__ and ">>>" in (obj.__doc__ or "")}
+
+
+class _Package(types.ModuleType):
+    """This package's module type: setting a limit on the package
+    (``hf_constrained.json_schema.MAX_REGEX_TEXT = 10**6``, or ``monkeypatch.setattr``)
+    also sets it in :mod:`.limits`, where the converter reads it when it uses it."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _LIMITS:
+            setattr(limits, name, value)
+        super().__setattr__(name, value)
+
+
+_LIMITS = frozenset(n for n in vars(limits) if n.isupper() and not n.startswith("_"))
+sys.modules[__name__].__class__ = _Package
