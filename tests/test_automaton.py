@@ -808,15 +808,22 @@ def _reference_after(f, nid, ctx, stack=()):
     r"(?(DEFINE)(?P<v>(x|y)z{0,2}))((?&v),){1,3}(?&v)"])
 def test_follow_sets_keep_their_order(pattern):
     """``first``/``after`` (with their shortcuts for concatenations and alternatives) give
-    the plain Glushkov sets in the same order, so the DFA's states and their numbering
-    are those of the plain construction, for every position the automaton creates."""
+    the plain Glushkov sets in the same order, and every position's row is the plain one
+    (its leaf trie's byte ranges in classes), so the DFA's states and their numbering are
+    those of the plain construction, for every position the automaton creates."""
     dfa = LazyDFA.from_patterns([pattern])
     dfa.explore(400)
     f = dfa._forest
     checked = 0
-    for pos in dfa._pos_keys[1:]:
-        leaf, _, ctx, stack = pos
+    for pid, pos in enumerate(dfa._pos_keys[1:], start=1):
+        leaf, k, ctx, stack = pos
         assert f.after(leaf, ctx, stack) == _reference_after(f, leaf, ctx, stack), pos
+        # a position's row: the leaf trie's edges in classes (shared per trie node), its targets
+        follow = tuple(dfa._pos(q) if q is not END else 0 for q in _reference_after(f, leaf, ctx, stack))
+        plain = tuple((int(dfa.byte_class[lo]), int(dfa.byte_class[hi]),
+                       (dfa._pos((leaf, tgt, ctx, stack)),) if tgt >= 0 else follow)
+                      for lo, hi, tgt in f.tries[f.trie[leaf]][k])
+        assert dfa._row(pid) == plain, pos
         checked += 1
     for (nid, ctx, stack), got in list(f._first.items()):
         assert got == _reference_first(f, nid, ctx, stack)
