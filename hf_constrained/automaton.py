@@ -271,6 +271,8 @@ class _Forest:
             got = self.first(self.kids[nid][0], ctx + (0,) if self.counted[nid] else ctx, stack)
         elif kind == _REF:
             got = self.first(self.target[nid], ctx, stack + (nid,))
+        elif kind == _CAT and self.kids[nid] and not self.nullable[self.kids[nid][0]]:
+            got = self.first(self.kids[nid][0], ctx, stack)  # the same tuple: already distinct
         else:
             out: list = []
             for k in self.kids[nid]:
@@ -289,6 +291,16 @@ class _Forest:
             return got
         p = self.parent[nid]
         out: list = []
+        # Fast paths return a tuple that is already distinct (the same one as below).
+        if p >= 0 and self.kind[p] == _ALT:
+            got = self._after[key] = self.after(p, ctx, stack)
+            return got
+        if p >= 0 and self.kind[p] == _CAT:
+            kids = self.kids[p]
+            nxt = self.slot[nid] + 1
+            if nxt < len(kids) and not self.nullable[kids[nxt]]:
+                got = self._after[key] = self.first(kids[nxt], ctx, stack)
+                return got
         if p < 0:
             if stack:  # the end of a shared definition: continue after its call
                 out.extend(self.after(stack[-1], ctx, stack[:-1]))
@@ -355,6 +367,8 @@ class LazyDFA:
             self.byte_class[edges[c]:edges[c + 1]] = c
         self.n_classes = len(edges) - 1
         self._space_class = int(self.byte_class[0x20])
+        self._class_list = self.byte_class.tolist()
+        self._trie_edges: dict = {}  # (leaf trie, node) -> _class_edges
         self._pos_ids: dict = {END: 0}
         self._pos_keys: list = [END]
         self._pos_rows: list = [()]
@@ -419,20 +433,32 @@ class LazyDFA:
         row = self._pos_rows[pid]
         if row is None:
             leaf, k, ctx, stack = self._pos_keys[pid]
-            forest, bc = self._forest, self.byte_class
+            tid = self._forest.trie[leaf]
+            edges = self._trie_edges.get((tid, k))
+            if edges is None:
+                edges = self._trie_edges[(tid, k)] = self._class_edges(tid, k)
             row = []
-            for lo, hi, tgt in forest.tries[forest.trie[leaf]][k]:
+            after = None
+            for clo, chi, tgt in edges:
                 if tgt >= 0:
                     targets = (self._pos((leaf, tgt, ctx, stack)),)
                 else:
-                    targets = self._after_ids.get((leaf, ctx, stack))
-                    if targets is None:
-                        targets = tuple(self._pos(p) if p is not END else 0
-                                        for p in forest.after(leaf, ctx, stack))
-                        self._after_ids[(leaf, ctx, stack)] = targets
-                row.append((int(bc[lo]), int(bc[hi]), targets))
+                    if after is None:
+                        after = self._after_ids.get((leaf, ctx, stack))
+                        if after is None:
+                            after = tuple(self._pos(p) if p is not END else 0
+                                          for p in self._forest.after(leaf, ctx, stack))
+                            self._after_ids[(leaf, ctx, stack)] = after
+                    targets = after
+                row.append((clo, chi, targets))
             row = self._pos_rows[pid] = tuple(row)
         return row
+
+    def _class_edges(self, tid: int, k: int) -> tuple:
+        """One node of a leaf's UTF-8 trie over byte classes: ``(first class, last class,
+        next node or -1)``, in the trie's order (shared by every position at that node)."""
+        bc = self._class_list
+        return tuple((bc[lo], bc[hi], tgt) for lo, hi, tgt in self._forest.tries[tid][k])
 
     # -- determinisation ---------------------------------------------
     def _intern(self, key_set: frozenset, strip: bool) -> int:

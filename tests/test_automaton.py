@@ -23,7 +23,13 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from hf_constrained.automaton import (  # noqa: E402
+    _ALT,
+    _CAT,
+    _CLS,
+    _REF,
+    _REP,
     DEAD,
+    END,
     LazyDFA,
     utf8_sequences,
 )
@@ -751,3 +757,74 @@ def test_import_round_trip_and_foreign_positions_rejected():
         with pytest.raises(ValueError):
             c.import_states(tampered)
         assert len(c._pos_keys) == before  # nothing half-imported
+
+
+# ---------------------------------------------------------------- follow sets (issue #12, part 6)
+def _reference_first(f, nid, ctx, stack=()):
+    """The Glushkov first set written plainly (no memo, no fast path)."""
+    kind = f.kind[nid]
+    if kind == _CLS:
+        return ((nid, 0, ctx, stack),)
+    if kind == _REP:
+        return _reference_first(f, f.kids[nid][0], ctx + (0,) if f.counted[nid] else ctx, stack)
+    if kind == _REF:
+        return _reference_first(f, f.target[nid], ctx, stack + (nid,))
+    out = []
+    for k in f.kids[nid]:
+        out.extend(_reference_first(f, k, ctx, stack))
+        if kind == _CAT and not f.nullable[k]:
+            break
+    return tuple(dict.fromkeys(out))
+
+
+def _reference_after(f, nid, ctx, stack=()):
+    p, out = f.parent[nid], []
+    if p < 0:
+        out.extend(_reference_after(f, stack[-1], ctx, stack[:-1]) if stack else [END])
+    elif f.kind[p] == _CAT:
+        for k in f.kids[p][f.slot[nid] + 1:]:
+            out.extend(_reference_first(f, k, ctx, stack))
+            if not f.nullable[k]:
+                break
+        else:
+            out.extend(_reference_after(f, p, ctx, stack))
+    elif f.kind[p] == _ALT:
+        out.extend(_reference_after(f, p, ctx, stack))
+    elif f.counted[p]:
+        lo, hi, done, outer = f.lo[p], f.hi[p], ctx[-1] + 1, ctx[:-1]
+        if hi is None or done < hi:
+            out.extend(_reference_first(f, nid, outer + ((done if hi is not None else min(done, lo - 1)),), stack))
+        if done >= lo:
+            out.extend(_reference_after(f, p, outer, stack))
+    else:
+        if f.hi[p] is None:
+            out.extend(_reference_first(f, nid, ctx, stack))
+        out.extend(_reference_after(f, p, ctx, stack))
+    return tuple(dict.fromkeys(out))
+
+
+@pytest.mark.parametrize("pattern", PATTERNS + [
+    r'\{"(?:a(?:[^"l]|l[^"p])[^"]*|[^"a][^"]*)" ?: ?[0-9]{1,3}(, ?"b")*\}',
+    r"(?(DEFINE)(?P<v>(x|y)z{0,2}))((?&v),){1,3}(?&v)"])
+def test_follow_sets_keep_their_order(pattern):
+    """``first``/``after`` (with their shortcuts for concatenations and alternatives) give
+    the plain Glushkov sets in the same order, and every position's row is the plain one
+    (its leaf trie's byte ranges in classes), so the DFA's states and their numbering are
+    those of the plain construction, for every position the automaton creates."""
+    dfa = LazyDFA.from_patterns([pattern])
+    dfa.explore(400)
+    f = dfa._forest
+    checked = 0
+    for pid, pos in enumerate(dfa._pos_keys[1:], start=1):
+        leaf, k, ctx, stack = pos
+        assert f.after(leaf, ctx, stack) == _reference_after(f, leaf, ctx, stack), pos
+        # a position's row: the leaf trie's edges in classes (shared per trie node), its targets
+        follow = tuple(dfa._pos(q) if q is not END else 0 for q in _reference_after(f, leaf, ctx, stack))
+        plain = tuple((int(dfa.byte_class[lo]), int(dfa.byte_class[hi]),
+                       (dfa._pos((leaf, tgt, ctx, stack)),) if tgt >= 0 else follow)
+                      for lo, hi, tgt in f.tries[f.trie[leaf]][k])
+        assert dfa._row(pid) == plain, pos
+        checked += 1
+    for (nid, ctx, stack), got in list(f._first.items()):
+        assert got == _reference_first(f, nid, ctx, stack)
+    assert checked > 0 or len(dfa._pos_keys) == 1  # only END: the empty string
