@@ -1269,3 +1269,72 @@ def test_limits_set_on_the_package_reach_the_converter(monkeypatch):
             schema_to_regex({"type": "object", "properties": {"a": {}}}, shared=False)
     assert limits.ANY_VALUE_MAX_DEPTH == js.ANY_VALUE_MAX_DEPTH == 2
     assert re.fullmatch(schema_to_regex({}), deep) is None
+
+
+def _keys_excluding_per_node(names):
+    """The textbook form: at every trie node, stop (if not a name) | leave, then anything |
+    go down a child. ``_keys_excluding`` writes the same language with one shared tail."""
+    from hf_constrained.json_schema.charsets import _ALL, _CANON_CHAR, _encode_charset, _subtract
+    from hf_constrained.json_schema.regex_text import _alt, _repeat
+    from hf_constrained.regex_parser import normalize_ranges
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[None] = True
+
+    def walk(node):
+        children = sorted(k for k in node if k is not None)
+        alts = [] if None in node else [""]
+        used = normalize_ranges((ord(c), ord(c)) for c in children)
+        alts.append(_encode_charset(_subtract(_ALL, used)) + _repeat(_CANON_CHAR, 0, None))
+        alts += [_encode_charset(((ord(c), ord(c)),)) + walk(node[c]) for c in children]
+        return _alt(alts)
+    return '"' + walk(trie) + '"'
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_keys_excluding_is_the_complement_of_the_names(seed):
+    """Any key except the names: every JSON-encoded key over a small alphabet (non-ASCII, a
+    quote, a backslash and a control character included, up to 3 characters, plus random longer
+    ones and the names' neighbours) matches iff it is not a name, and the per-node form agrees."""
+    from hf_constrained.json_schema.keys import _keys_excluding
+    rng = random.Random(seed)
+    alphabet = "ab\u00e9\"\\\n\u4e2d"
+    names = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4)))
+                    for _ in range(rng.randint(1, 7))})
+    new = re.compile(_keys_excluding(tuple(names)))
+    old = re.compile(_keys_excluding_per_node(names))
+    keys = ["".join(p) for n in range(4) for p in itertools.product(alphabet, repeat=n)]
+    keys += ["".join(rng.choice(alphabet) for _ in range(rng.randint(4, 9))) for _ in range(300)]
+    keys += [n + c for n in names for c in alphabet] + [n[:-1] for n in names if n]
+    for key in keys:
+        text = json.dumps(key, ensure_ascii=False)
+        want = key not in names
+        assert bool(new.fullmatch(text)) == want, (names, key)
+        assert bool(old.fullmatch(text)) == want, (names, key)
+    for text in ['"\\u0061"', '"\\/"', '"a', 'a"', '"\\"']:  # other spellings agree too
+        assert bool(new.fullmatch(text)) == bool(old.fullmatch(text)), (names, text)
+
+
+def test_keys_excluding_shares_its_tail_in_the_automaton(deepseek):
+    """Written with one tail and one piece for the characters no name has, the first mask of a
+    key start (40 names, the 129k vocabulary) determinises a fraction of the states the per-node
+    form does (one per node, tail copy and UTF-8 byte, up to the token depth): 219 vs 2,942."""
+    from hf_constrained.automaton import LazyDFA
+    from hf_constrained.index import TokenIndex
+    from hf_constrained.json_schema.keys import _keys_excluding
+    from hf_constrained.vocabulary import Vocabulary
+    vocab = Vocabulary.from_tokenizer(deepseek)
+    names = ("id name type description version created updated status owner email url tags items "
+             "count value data meta config user group role title body source target path size date "
+             "time key label color width height format mode state level parent children").split()
+    counts, masks = [], []
+    for regex in (_keys_excluding(tuple(sorted(names))), _keys_excluding_per_node(names)):
+        dfa = LazyDFA.from_patterns([regex + ":"])
+        index = TokenIndex(dfa, vocab, [deepseek.eos_token_id])
+        masks.append(index.bits(dfa.walk(dfa.starts[0], b'"')).copy())
+        counts.append(dfa.num_states)
+    assert np.array_equal(masks[0], masks[1])
+    assert counts[0] * 4 < counts[1], counts
