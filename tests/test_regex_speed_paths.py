@@ -1,7 +1,7 @@
 """The construction-speed shortcuts of issue #12 give exactly what the plain code gives:
 the regex parser's literal runs, escaped punctuation and class-text cache (same trees as
-the general path, checked against ``re``), and the constructor's probe (the same states,
-in the same order, as ``LazyDFA.explore``)."""
+the general path, checked against ``re``), and ``LazyDFA.explore``, the constructor's
+probe (the same states, in the same order, as the textbook breadth-first walk)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 
 from hf_constrained.automaton import LazyDFA
 from hf_constrained.errors import RegexSyntaxError, StateLimitError
-from hf_constrained.regex_constraint import _probe
 from hf_constrained.regex_parser import _CLASS_CACHE, _Parser, parse
 
 PIECES = ["a", "b", "ab", "\\.", "\\-", "\\\\", "\\{", "[a-c]", "[^a]", "[]a]", "[^]b]", "[\\]a]",
@@ -91,22 +90,41 @@ PATTERNS = [r"[ab]c*", r"(a|b)*a(a|b){6}", r"\{\"a\":(?:[0-9]|[1-9][0-9]{1,5})(?
             r"(?:[ab]{0,20}){0,20}c"]
 
 
+def _textbook_explore(dfa, limit):
+    """Breadth-first determinisation with ``np.unique`` successors (the reference)."""
+    import numpy as np
+    frontier = list(dict.fromkeys(dfa.starts))
+    seen = set(frontier)
+    i = 0
+    while i < len(frontier):
+        if i >= limit:
+            return False
+        s = frontier[i]
+        i += 1
+        dfa.expand(s)
+        for t in np.unique(dfa.table[s]):
+            if int(t) not in seen:
+                seen.add(int(t))
+                frontier.append(int(t))
+    return True
+
+
 @pytest.mark.parametrize("pattern", PATTERNS)
 @pytest.mark.parametrize("limit", [1, 5, 128])
 @pytest.mark.parametrize("strip", [False, True])
-def test_probe_is_explore(pattern, limit, strip):
+def test_explore_is_the_textbook_walk(pattern, limit, strip):
     a = LazyDFA.from_patterns([pattern], strip_leading_space=strip)
     b = LazyDFA.from_patterns([pattern], strip_leading_space=strip)
-    assert a.explore(limit) == _probe(b, limit)
+    assert a.explore(limit) == _textbook_explore(b, limit)
     n = a.num_states
     assert n == b.num_states and a._keys == b._keys
     assert (a.table[:n] == b.table[:n]).all() and (a.expanded[:n] == b.expanded[:n]).all()
 
 
-def test_probe_raises_where_explore_raises():
+def test_explore_raises_where_the_textbook_walk_raises():
     for kwargs in ({"max_states": 40}, {"max_nfa_states": 60}):
         with pytest.raises(StateLimitError) as ea:
             LazyDFA.from_patterns([r"(?:[ab]{0,9}){0,9}c(a|b)*a(a|b){8}"], **kwargs).explore(128)
         with pytest.raises(StateLimitError) as eb:
-            _probe(LazyDFA.from_patterns([r"(?:[ab]{0,9}){0,9}c(a|b)*a(a|b){8}"], **kwargs), 128)
+            _textbook_explore(LazyDFA.from_patterns([r"(?:[ab]{0,9}){0,9}c(a|b)*a(a|b){8}"], **kwargs), 128)
         assert str(ea.value) == str(eb.value)
