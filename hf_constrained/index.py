@@ -187,11 +187,16 @@ class TokenIndex:
         flat = states * dfa.n_classes
         flat += classes
         cur = dfa.table.ravel().take(flat)
-        if len(cur) and cur.min() < 0:  # rows not computed yet hold -1
-            with self.lock:
-                dfa.expand_many(states[cur < 0])
+        if len(cur) and cur.min() < 0:  # cells not computed yet hold -1
+            miss = cur < 0
+            self._fill(states[miss], classes[miss])
             cur = dfa.table.ravel().take(flat)
         return cur
+
+    def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
+        """Compute the missing cells ``table[states, classes]``: here their whole rows."""
+        with self.lock:
+            self.dfa.expand_many(states)
 
     #: byte-trie nodes walked densely (by permissive states outside a lexical
     #: region, such as a string with a maxLength), in whole tries, before the class

@@ -154,18 +154,8 @@ class _GrammarIndex(TokenIndex):
     only the transition cells a walk reads (a whole row creates a configuration per byte
     class, most of which no token reaches: 9 in 10 in a SQL walk)."""
 
-    def _lookup(self, states: np.ndarray, classes: np.ndarray) -> np.ndarray:
-        dfa = self.dfa
-        if dfa.table.size >= 2 ** 31:
-            states = states.astype(np.int64)
-        flat = states * dfa.n_classes
-        flat += classes
-        cur = dfa.table.ravel().take(flat)
-        if len(cur) and cur.min() < 0:  # cells not computed yet hold -1
-            miss = cur < 0
-            dfa.fill(states[miss], classes[miss])   # under the automaton's lock (and no other)
-            cur = dfa.table.ravel().take(flat)
-        return cur
+    def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
+        self.dfa.fill(states, classes)   # under the automaton's lock (and no other)
 
     def _region(self, q: int):
         # a lexical region's walk reads its states' rows directly: fill them whole
