@@ -43,7 +43,6 @@ from .cfg import CFG, GrammarError, from_lark
 from .configs import DEFAULT_MAX_CONFIGS, DEFAULT_MAX_THREADS, ConfigAutomaton
 from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError
 from .gbnf import gbnf_to_lark
-from .lanes import LaneMasks
 
 SYNTAXES = ("lark", "gbnf")
 
@@ -153,46 +152,7 @@ def _collector_paused():
 class _GrammarIndex(TokenIndex):
     """:class:`~hf_constrained.index.TokenIndex` over a :class:`ConfigAutomaton` that fills
     only the transition cells a walk reads (a whole row creates a configuration per byte
-    class, most of which no token reaches: 9 in 10 in a SQL walk), and walks the masks of
-    configurations without a lexical region lane by lane (:mod:`.lanes`: the lexer's part
-    of the walk shared per lexer state)."""
-
-    #: False: every mask from the plain walk (the oracle of the lane walk's tests)
-    lanes = True
-
-    def __init__(self, dfa, vocab, eos_token_ids, *, pad_token_id=None):
-        super().__init__(dfa, vocab, eos_token_ids, pad_token_id=pad_token_id)
-        self.lane_masks = LaneMasks(dfa, self)
-        self._plain = set(dfa.starts)
-
-    def _compute_mask(self, q: int):
-        """The lane walk for a configuration that is not a start (those keep the plain walk,
-        which also records their successors and meets the limits at construction), has no
-        leading space to drop, has lexemes of two lexer states or more in progress (with
-        one, the plain walk creates one configuration per lexer state as well) and no
-        lexical region (those read the region's shared walk); the plain walk otherwise."""
-        a = self.dfa
-        if (not self.lanes or q <= 0 or q in self._plain or self._live is not None
-                or a._closed_key(q)[2] or not self.lane_masks.pays(q)
-                or (self.lane_masks.may_loop(q, self.REGION_MIN_LOOPS) and self._region(q) is not None)):
-            return super()._compute_mask(q)
-        width = self._bits_width()
-        hit = np.zeros(width, dtype=bool)
-        hit[self.lane_masks.allowed_ids(q)] = True
-        if a.accepting[q]:
-            hit[self.eos_ids] = True
-        packed = np.packbits(hit, bitorder="little")
-        if not packed.any():  # cannot happen for a live configuration: guard against silent NaNs
-            raise GrammarLimitError(f"internal error: grammar configuration {q} allows no token")
-        return packed, None
-
-    def successors(self, q: int) -> np.ndarray:
-        got = self._succ.get(q)
-        if got is None:  # the lane walk records none: walk the plain way
-            packed, got = TokenIndex._compute_mask(self, q)
-            self._bits.setdefault(q, packed)
-            self._succ[q] = got
-        return got
+    class, most of which no token reaches: 9 in 10 in a SQL walk)."""
 
     def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
         self.dfa.fill(states, classes)   # under the automaton's lock (and no other)
