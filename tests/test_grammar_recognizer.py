@@ -209,3 +209,80 @@ def test_per_configuration_objects_leave_the_cyclic_collector(text, alphabet):
         for part in (boundary, threads, pending):
             assert list(part) == sorted(set(part)), part
     assert len(set(auto._keys)) == len(auto._keys)
+
+
+def _viable_by_fill(auto, start, alphabet, m):
+    """:func:`_viable_strings` computed level by level with one :meth:`ConfigAutomaton.fill`
+    per level (as a mask walk reads cells: many new configurations at once, so their lexer
+    steps are batched)."""
+    out = {"": start}
+    frontier = [("", start)]
+    ks = [int(auto.byte_class[ord(ch)]) for ch in alphabet]
+    for _ in range(m):
+        if not frontier:
+            break
+        cids = np.repeat([q for _, q in frontier], len(ks))
+        classes = np.tile(ks, len(frontier))
+        auto.fill(cids, classes)
+        got = auto.table[cids, classes].tolist()
+        nxt = []
+        for j, q2 in enumerate(got):
+            s = frontier[j // len(ks)][0] + alphabet[j % len(ks)]
+            assert q2 >= 0, s
+            if q2 != DEAD:
+                out[s] = q2
+                nxt.append((s, q2))
+        frontier = nxt
+    return out
+
+
+batched_at = {}   # grammar -> most lane tuples one fill stepped together
+
+
+@pytest.mark.parametrize("mix", ["hash", "colliding"])
+@pytest.mark.parametrize("text,alphabet", SHORTCUT_GRAMMARS)
+def test_batched_lexer_step_equals_one_tuple_at_a_time(text, alphabet, mix, monkeypatch):
+    """The lexer step for many lane tuples in one numpy pass (``_lexer_steps``, what a fill
+    uses) returns exactly what the step of each tuple alone returns (``_lexer_step``: the
+    same distinct columns, numbered alike, the same live lanes), also when every column
+    hashes alike (``colliding``: the exact check sends those tuples to the one-tuple step);
+    and the strings a fill-by-fill walk finds viable, with their acceptance, are the
+    cell-by-cell walk's."""
+    from hf_constrained.grammar import configs
+    if mix == "colliding":
+        monkeypatch.setattr(configs, "_MIX", np.zeros_like(configs._MIX))
+    walked = ConfigAutomaton([from_lark(text)])
+    viable = _viable_strings(walked, walked.starts[0], alphabet, 5)
+    batched, steps = [], configs._lexer_steps
+    monkeypatch.setattr(configs, "_lexer_steps", lambda lx, g, ts: batched.append(len(ts)) or steps(lx, g, ts))
+    filled = ConfigAutomaton([from_lark(text)])
+    by_fill = _viable_by_fill(filled, filled.starts[0], alphabet, 5)
+    monkeypatch.setattr(configs, "_lexer_steps", steps)
+    batched_at[text] = max(batched, default=0)
+    assert set(by_fill) == set(viable)
+    for s, q in by_fill.items():
+        assert bool(filled.accepting[q]) == bool(walked.accepting[viable[s]]), s
+    tuples = [t for t in list(walked._moves) + list(filled._moves) if t]
+    tuples += [t[::-1] for t in tuples] + [t + t for t in tuples[:5]]   # other orders, repeats
+    assert len(tuples) >= 4
+    lexer = filled.lexer
+    one = [configs._lexer_step(lexer, filled._goes_on, t) for t in tuples]
+    alone, step = [], configs._lexer_step
+    monkeypatch.setattr(configs, "_lexer_step", lambda lx, g, t: alone.append(t) or step(lx, g, t))
+    for batch in (tuples, tuples[::3], tuples[:2]):
+        many = configs._lexer_steps(lexer, filled._goes_on, batch)
+        want = [one[tuples.index(t)] for t in batch]
+        assert len(many) == len(batch)
+        for t, (inv, cols), (inv1, cols1) in zip(batch, many, want):
+            assert np.array_equal(inv, inv1) and cols == cols1, t
+    # the batch computed them itself (a 64-bit hash of a few small ints does not collide here)
+    assert bool(alone) == (mix == "colliding"), len(alone)
+
+
+def test_fills_batch_lexer_steps():
+    """The fill-by-fill walks above stepped several new lane tuples at once (so the batched
+    path was what they compared) in the grammars with several lexemes in progress."""
+    if not batched_at:
+        pytest.skip("run with test_batched_lexer_step_equals_one_tuple_at_a_time")
+    print(batched_at)
+    assert sum(v >= 2 for v in batched_at.values()) >= 3, batched_at
