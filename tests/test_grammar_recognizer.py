@@ -242,22 +242,22 @@ batched_at = {}   # grammar -> most lane tuples one fill stepped together
 @pytest.mark.parametrize("mix", ["hash", "colliding"])
 @pytest.mark.parametrize("text,alphabet", SHORTCUT_GRAMMARS)
 def test_batched_lexer_step_equals_one_tuple_at_a_time(text, alphabet, mix, monkeypatch):
-    """The lexer step for many lane tuples in one numpy pass (``_lexer_steps``, what a fill
-    uses) returns exactly what the step of each tuple alone returns (``_lexer_step``: the
+    """The lexer step for many lane tuples in one numpy pass (``lexer_steps``, what a fill
+    uses) returns exactly what the step of each tuple alone returns (``lexer_step``: the
     same distinct columns, numbered alike, the same live lanes), also when every column
     hashes alike (``colliding``: the exact check sends those tuples to the one-tuple step);
     and the strings a fill-by-fill walk finds viable, with their acceptance, are the
     cell-by-cell walk's."""
-    from hf_constrained.grammar import configs
+    from hf_constrained.grammar import lexer
     if mix == "colliding":
-        monkeypatch.setattr(configs, "_MIX", np.zeros_like(configs._MIX))
+        monkeypatch.setattr(lexer, "_MIX", np.zeros_like(lexer._MIX))
     walked = ConfigAutomaton([from_lark(text)])
     viable = _viable_strings(walked, walked.starts[0], alphabet, 5)
-    batched, steps = [], configs._lexer_steps
-    monkeypatch.setattr(configs, "_lexer_steps", lambda lx, g, ts: batched.append(len(ts)) or steps(lx, g, ts))
+    batched, steps = [], lexer.lexer_steps
+    monkeypatch.setattr(lexer, "lexer_steps", lambda lx, g, ts: batched.append(len(ts)) or steps(lx, g, ts))
     filled = ConfigAutomaton([from_lark(text)])
     by_fill = _viable_by_fill(filled, filled.starts[0], alphabet, 5)
-    monkeypatch.setattr(configs, "_lexer_steps", steps)
+    monkeypatch.setattr(lexer, "lexer_steps", steps)
     batched_at[text] = max(batched, default=0)
     assert set(by_fill) == set(viable)
     for s, q in by_fill.items():
@@ -265,12 +265,12 @@ def test_batched_lexer_step_equals_one_tuple_at_a_time(text, alphabet, mix, monk
     tuples = [t for t in list(walked._moves) + list(filled._moves) if t]
     tuples += [t[::-1] for t in tuples] + [t + t for t in tuples[:5]]   # other orders, repeats
     assert len(tuples) >= 4
-    lexer = filled.lexer
-    one = [configs._lexer_step(lexer, filled._goes_on, t) for t in tuples]
-    alone, step = [], configs._lexer_step
-    monkeypatch.setattr(configs, "_lexer_step", lambda lx, g, t: alone.append(t) or step(lx, g, t))
+    dfa = filled.lexer
+    one = [lexer.lexer_step(dfa, filled._goes_on, t) for t in tuples]
+    alone, step = [], lexer.lexer_step
+    monkeypatch.setattr(lexer, "lexer_step", lambda lx, g, t: alone.append(t) or step(lx, g, t))
     for batch in (tuples, tuples[::3], tuples[:2]):
-        many = configs._lexer_steps(lexer, filled._goes_on, batch)
+        many = lexer.lexer_steps(dfa, filled._goes_on, batch)
         want = [one[tuples.index(t)] for t in batch]
         assert len(many) == len(batch)
         for t, (inv, cols), (inv1, cols1) in zip(batch, many, want):
