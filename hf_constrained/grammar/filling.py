@@ -65,41 +65,28 @@ class CellFilling:
         columns, successor of the first space or None)``."""
         got = self._plans.get(cid)
         if got is None:
-            got = self._plan_many([cid])[0]
-        return got
-
-    def _plan_many(self, cids) -> list:
-        """:meth:`_plan` of each of ``cids``, with the lexer steps that none has yet computed
-        in one numpy pass (:meth:`_lexer_moves_many`: a fill reads ~10 new lane tuples)."""
-        plans, todo = self._plans, []
-        for cid in cids:
-            if cid in plans:
-                continue
             closed = self._closed_key(cid)
             canon = self._by_closed[closed]
             if canon != cid:
-                plans[cid] = (canon,)
-                continue
-            boundary, threads, strip = closed
-            slots, states = [], []
-            for sl, st in threads:
-                slots.append(sl)
-                states.append(st)
-            for n in boundary:
-                ns, nst = self._node_lanes(n)
-                slots.extend(ns)
-                states.extend(nst)
-            todo.append((cid, closed, tuple(slots), tuple(states)))   # tuples: see _intern
-        if len(todo) > 1:
-            self._lexer_moves_many([t[3] for t in todo])
-        for cid, (boundary, threads, strip), slots, states in todo:
-            inv, columns = self._lexer_moves(states) if states else self._no_lanes
-            strip_to = None
-            if strip:  # decode() drops the text's first space: reading it changes nothing
-                strip_to = self._intern(boundary, threads, False)
-                self.table[cid, self._space_class] = strip_to
-            plans[cid] = (slots, inv, columns, strip_to)
-        return [plans[c] for c in cids]
+                got = (canon,)
+            else:
+                boundary, threads, strip = closed
+                slots, states = [], []
+                for sl, st in threads:
+                    slots.append(sl)
+                    states.append(st)
+                for n in boundary:
+                    ns, nst = self._node_lanes(n)
+                    slots.extend(ns)
+                    states.extend(nst)
+                inv, columns = self._lexer_moves(tuple(states)) if states else self._no_lanes
+                strip_to = None
+                if strip:  # decode() drops the text's first space: reading it changes nothing
+                    strip_to = self._intern(boundary, threads, False)
+                    self.table[cid, self._space_class] = strip_to
+                got = (tuple(slots), inv, columns, strip_to)   # tuples: see _intern
+            self._plans[cid] = got
+        return got
 
     def _fill_column(self, cid: int, col: int, plan: tuple) -> None:
         """The successor of ``cid`` for every byte class of lexer column ``col``."""
@@ -142,10 +129,8 @@ class CellFilling:
         walk reads them: most successors of a configuration lead to no token)."""
         with self._lock:
             n = self.n_classes
-            cells = [divmod(f, n) for f in
-                     np.unique(np.asarray(cids, dtype=np.int64) * n + np.asarray(classes)).tolist()]
-            self._plan_many(list(dict.fromkeys([c for c, _ in cells if not self.expanded[c]])))
-            for cid, k in cells:
+            for flat in np.unique(np.asarray(cids, dtype=np.int64) * n + np.asarray(classes)).tolist():
+                cid, k = divmod(flat, n)
                 if self.table[cid, k] < 0:
                     self._fill_cell(cid, k)
 
@@ -181,18 +166,6 @@ class CellFilling:
                 self._moves.clear()
             self._moves[states] = got
         return got
-
-    def _lexer_moves_many(self, tuples) -> None:
-        """:meth:`_lexer_moves` of every tuple of ``tuples`` not kept yet, in one numpy pass
-        (the same output: :func:`.lexer.lexer_steps`; a step alone is ~50 µs of numpy calls on a
-        small matrix)."""
-        new = list(dict.fromkeys([t for t in tuples if t and t not in self._moves]))
-        if len(new) < 2:
-            return
-        if len(self._moves) + len(new) > self.MOVES_MEMO:
-            self._moves.clear()
-        for states, got in zip(new, lexer.lexer_steps(self.lexer, self._goes_on, new)):
-            self._moves[states] = got
 
     def expand_many(self, cids) -> None:
         for c in np.unique(np.asarray(cids)).tolist():
