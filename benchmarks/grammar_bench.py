@@ -16,7 +16,10 @@
 4. p99 of the processor's per-call time at one row (grammar path vs regex path), replaying
    real JSON documents token by token through a fresh processor (``cold``: every
    state new) and the same processor again (``warm``).
-``--sections`` picks a subset (``first_mask,per_call,per_step,json_replay``).
+``--sections`` picks a subset (``first_mask,per_call,per_step,json_replay``); ``readings``
+(not run by default) counts the configurations that a new parse position after a keyword creates
+in the SQL grammars, by the number of parser nodes their lexemes in progress started at (two or
+more: a lexeme began inside the token, "New states, part 3" in benchmarks/README.md).
 The peers (xgrammar, transformers-cfg) are compared in ``grammar_peers.py``.
 """
 
@@ -261,6 +264,29 @@ def _per_call_grammar(part, name, text, syntax, docs, tok, model, steps, seeds):
 
 
 SECTIONS = ("first_mask", "per_step", "per_call", "json_replay")
+EXTRA_SECTIONS = ("readings",)
+
+
+def readings(res, tok):
+    """Configurations created by the mask walk of a parse position met for the second time in
+    kind (``... WHERE`` / ``SELECT``, then the same after more text), counted by the number of
+    distinct parser nodes their lexemes in progress started at."""
+    from collections import Counter
+
+    from grammar_peers import sql_gbnf
+    from hf_constrained.grammar.constraint import GrammarConstraint
+    for name, text, syntax in (("sql_lark", sql_grammar(), "lark"), ("sql_gbnf", sql_gbnf(), "gbnf")):
+        for first in ("SELECT", "SELECT name, count(*) FROM users WHERE"):
+            c = GrammarConstraint(text, tok, syntax=syntax, cache_dir=False)
+            a = c.automaton
+            c.allowed_ids(c.state_of_text(first))
+            n0 = a.num_states
+            c.allowed_ids(c.state_of_text(first + " x > 1 AND"))
+            hist = Counter(len({a._slots[sl][0] for sl, _ in a._keys[cid][1]}) for cid in range(n0, a.num_states))
+            key = f"{name}_readings_after_{first.split()[-1].lower()}"
+            res[key + "_configs"] = a.num_states - n0
+            res[key + "_by_start_nodes"] = dict(sorted(hist.items()))
+            print(key, res[key + "_configs"], res[key + "_by_start_nodes"], flush=True)
 
 
 def first_mask(res, tok):
@@ -316,7 +342,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--json-out")
-    ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help=f"comma-separated subset of {SECTIONS + EXTRA_SECTIONS}")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     torch.set_num_threads(1)
@@ -333,6 +360,8 @@ def main():
         per_step_ratios(res, tok, model, args.steps)
     if "json_replay" in sections:
         json_replay(res, tok)
+    if "readings" in sections:
+        readings(res, tok)
     res["load_average_at_end"] = os.getloadavg()
     print(json.dumps(res, indent=1))
     if args.json_out:

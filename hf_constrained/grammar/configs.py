@@ -20,8 +20,8 @@ configuration: most configurations a mask walk reaches are where a token ends,
 and whether they are sentences is known without it
 (:meth:`~.earley.Parser.scan_accepts`). Configurations
 are interned to small ids, with a transition table ``table[config, byte
-class]`` grown lazily, cell by cell (:meth:`ConfigAutomaton.fill`: a walk
-computes only the successors it reads), like the regex :class:`LazyDFA`: that is what
+class]`` grown lazily, cell by cell (:meth:`ConfigAutomaton.fill`, in :mod:`.filling`, with the
+lexer's step in :mod:`.lexer`: a walk computes only the successors it reads), like the regex :class:`LazyDFA`: that is what
 :class:`~hf_constrained.index.TokenIndex` walks over the vocabulary trie,
 vectorised, to compute token masks, so tokens that stay inside one lexeme and
 tokens that cross lexeme boundaries are both exact.
@@ -43,17 +43,18 @@ import threading
 
 import numpy as np
 
-from ..automaton import LazyDFA
 from ..constraint import DEAD
 from .cfg import GrammarError
 from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError, Parser
+from .filling import CellFilling, _canon
+from .lexer import terminal_dfa
 
 DEFAULT_MAX_CONFIGS = 200_000
 #: lexemes in progress one configuration may hold (ambiguous lexing multiplies them)
 DEFAULT_MAX_THREADS = 10_000
 
 
-class ConfigAutomaton:
+class ConfigAutomaton(CellFilling):
     """Interned grammar configurations with a lazily filled byte-class transition table.
 
     Duck-types the parts of :class:`~hf_constrained.automaton.LazyDFA` that
@@ -71,7 +72,7 @@ class ConfigAutomaton:
         pats = list(p.terminal_patterns)
         if strip_leading_space:
             pats.append(" ")  # gives the space byte a class of its own (never a terminal)
-        self.lexer = dfa = _terminal_dfa(pats, p.terminal_names)
+        self.lexer = dfa = terminal_dfa(pats, p.terminal_names)
         self.term_start = np.array(dfa.starts[:len(p.terminal_patterns)], dtype=np.int64)
         self._term_start = self.term_start.tolist()
         for t, s in enumerate(self._term_start):
@@ -176,162 +177,12 @@ class ConfigAutomaton:
         with self._lock:
             return self._by_closed[self._closed_key(cid)]
 
-    def _goes_on(self, s: int) -> bool:
-        """Whether DFA state ``s`` can read another byte (else the lexeme is over)."""
-        got = self._continues.get(s)
-        if got is None:
-            self.lexer.expand(s)
-            got = self._continues[s] = bool(self.lexer.table[s].any())
-        return got
-
-    def _node_lanes(self, n: int) -> tuple:
-        """``(slots, lexer start states)`` of the lexemes that may start at parser node ``n``."""
-        got = self._lanes.get(n)
-        if got is None:
-            p = self.parser
-            slots, states = [], []
-            term_start = self._term_start
-            for t in p.expected(n):
-                slots.append(self._slot(n, t, False))
-                states.append(term_start[t])
-            for t in p.ignore[p.grammar[n]]:
-                slots.append(self._slot(n, t, True))
-                states.append(term_start[t])
-            got = self._lanes[n] = (tuple(slots), tuple(states))
-        return got
-
     def _merged(self, scans: tuple) -> int:
         got = self._merge.get(scans)
         if got is None:
             got = self._merge[scans] = (self.parser.scan(*scans[0]) if len(scans) == 1
                                         else self.parser.merge(scans))
         return got
-
-    # ---------------------------------------------------------------- expansion
-    def _plan(self, cid: int) -> tuple:
-        """What filling ``cid``'s row needs: ``(canon,)`` for a configuration with the content
-        of an earlier one (its cells are copied), else ``(slots, column of each byte class,
-        columns, successor of the first space or None)``."""
-        got = self._plans.get(cid)
-        if got is None:
-            closed = self._closed_key(cid)
-            canon = self._by_closed[closed]
-            if canon != cid:
-                got = (canon,)
-            else:
-                boundary, threads, strip = closed
-                slots, states = [], []
-                for sl, st in threads:
-                    slots.append(sl)
-                    states.append(st)
-                for n in boundary:
-                    ns, nst = self._node_lanes(n)
-                    slots.extend(ns)
-                    states.extend(nst)
-                inv, columns = self._lexer_moves(tuple(states)) if states else self._no_lanes
-                strip_to = None
-                if strip:  # decode() drops the text's first space: reading it changes nothing
-                    strip_to = self._intern(boundary, threads, False)
-                    self.table[cid, self._space_class] = strip_to
-                got = (tuple(slots), inv, columns, strip_to)   # tuples: see _intern
-            self._plans[cid] = got
-        return got
-
-    def _fill_column(self, cid: int, col: int, plan: tuple) -> None:
-        """The successor of ``cid`` for every byte class of lexer column ``col``."""
-        slots, inv, columns, strip_to = plan
-        nxt = DEAD
-        if columns[col]:
-            slot_of = self._slots
-            keep, scans, back = [], [], []
-            for i, s2, a, g in columns[col]:
-                sl = slots[i]
-                if a:
-                    node, term, ign = slot_of[sl]
-                    if ign:
-                        back.append(node)
-                    else:
-                        scans.append((node, term))
-                if g:
-                    keep.append((sl, s2))
-            nxt = self._intern(_canon(back), _canon(keep), False, _canon(scans))
-        row = self.table[cid]               # after _intern, which may grow the table
-        row[inv == col] = nxt
-        if strip_to is not None:
-            row[self._space_class] = strip_to
-
-    def _fill_cell(self, cid: int, k: int) -> None:
-        plan = self._plan(cid)
-        if len(plan) == 1:  # the same content as an earlier configuration: the same cells
-            canon = plan[0]
-            if self.table[canon, k] < 0:
-                self._fill_cell(canon, k)
-            self.table[cid] = self.table[canon]
-        else:
-            self._fill_column(cid, int(plan[1][k]), plan)
-        if self.table[cid].min() >= 0:
-            self.expanded[cid] = True
-            self._plans.pop(cid, None)
-
-    def fill(self, cids, classes) -> None:
-        """Compute the cells ``table[cids[i], classes[i]]`` (the others of a row wait until a
-        walk reads them: most successors of a configuration lead to no token)."""
-        with self._lock:
-            n = self.n_classes
-            for flat in np.unique(np.asarray(cids, dtype=np.int64) * n + np.asarray(classes)).tolist():
-                cid, k = divmod(flat, n)
-                if self.table[cid, k] < 0:
-                    self._fill_cell(cid, k)
-
-    def expand(self, cid: int) -> None:
-        """Compute the whole transition row of configuration ``cid`` (idempotent)."""
-        with self._lock:
-            if self.expanded[cid]:
-                return
-            plan = self._plan(cid)
-            if len(plan) == 1:
-                self.expand(plan[0])
-                self.table[cid] = self.table[plan[0]]
-            else:
-                inv = plan[1]
-                for k in range(self.n_classes):
-                    if self.table[cid, k] < 0:
-                        self._fill_column(cid, int(inv[k]), plan)
-            self.expanded[cid] = True
-            self._plans.pop(cid, None)
-
-    #: lane-state tuples whose lexer step is kept (see _lexer_moves); past it the memo restarts
-    MOVES_MEMO = 50_000
-
-    def _lexer_moves(self, states: tuple) -> tuple:
-        """One byte of the lexer for lanes in DFA ``states``: ``(column of each byte class,
-        columns)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
-        lanes. It depends on the lanes' states alone, and configurations whose nodes expect
-        the same terminals share them, so it is kept per tuple (the numpy work of a row)."""
-        got = self._moves.get(states)
-        if got is None:
-            st = np.array(states, dtype=np.int64)
-            self.lexer.expand_many(st)
-            moves = self.lexer.table[st]                       # lanes x classes
-            cols, inv = _distinct_columns(moves)
-            ci, li = np.nonzero(cols)                          # the live (column, lane) pairs
-            vals = cols[ci, li]
-            uv, uinv = np.unique(vals, return_inverse=True)
-            goes = np.array([self._goes_on(v) for v in uv.tolist()], dtype=bool)[uinv.reshape(-1)]
-            acc = self.lexer.accepting[vals]
-            columns = [[] for _ in range(len(cols))]
-            for c, i, s2, a, g in zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist()):
-                columns[c].append((i, s2, a, g))
-            got = (np.asarray(inv).reshape(-1), tuple([tuple(c) for c in columns]))
-            if len(self._moves) >= self.MOVES_MEMO:
-                self._moves.clear()
-            self._moves[states] = got
-        return got
-
-    def expand_many(self, cids) -> None:
-        for c in np.unique(np.asarray(cids)).tolist():
-            if not self.expanded[c]:
-                self.expand(c)
 
     # ---------------------------------------------------------------- queries
     @property
@@ -412,50 +263,7 @@ class ConfigAutomaton:
         return {"boundary": sorted(boundary), "threads": sorted(threads), "strip": strip}
 
 
-def _canon(xs) -> tuple:
-    """The canonical form of a set of ints or int tuples in a configuration key: sorted,
-    without repeats, as a tuple (see :meth:`ConfigAutomaton._intern`).
-
-    >>> _canon([3, 1, 3]), _canon([(2, 5), (1, 9), (2, 5)]), _canon([])
-    ((1, 3), ((1, 9), (2, 5)), ())
-    """
-    if len(xs) < 2:
-        return tuple(xs)
-    return tuple(sorted(set(xs)))
-
-
 def _offsets(groups) -> np.ndarray:
     out = np.zeros(len(groups) + 1, dtype=np.int64)
     np.cumsum([len(g) for g in groups], out=out[1:])
     return out
-
-
-_MIX = np.random.default_rng(0x5EED).integers(1, 2 ** 62, size=4096, dtype=np.int64) | 1
-
-
-def _distinct_columns(moves: np.ndarray):
-    """``(distinct columns as rows, index of each column's distinct one)`` of a lanes x
-    classes matrix: a 1-D hash per column, verified exactly (``np.unique(axis=0)`` is
-    several times slower on these small matrices)."""
-    k = moves.shape[0]
-    if k <= len(_MIX):
-        h = moves.T.astype(np.int64) @ _MIX[:k]          # wraps around: a hash, checked below
-        _, first, inv = np.unique(h, return_index=True, return_inverse=True)
-        inv = np.asarray(inv).reshape(-1)
-        if np.array_equal(moves[:, first[inv]], moves):
-            return moves[:, first].T, inv
-    cols, inv = np.unique(moves.T, axis=0, return_inverse=True)
-    return cols, np.asarray(inv).reshape(-1)
-
-
-def _terminal_dfa(patterns, names) -> LazyDFA:
-    from ..errors import EmptyLanguageError
-    try:
-        return LazyDFA.from_patterns(patterns)
-    except EmptyLanguageError:
-        for name, pat in zip(names, patterns):
-            try:
-                LazyDFA.from_patterns([pat])
-            except EmptyLanguageError as e:
-                raise GrammarError(f"terminal {name}: {e}; the grammar can never use it") from e
-        raise

@@ -20,7 +20,8 @@ how Lark expands ``x*``/``x+``), only as its last (``N -> α N``), or alone
 ``α`` or appends a ``β``, independently of the others, until a ``γ`` ends it).
 Alternatives become concatenations, terminals their own regexes, regular
 nonterminals their regexes; prefixes shared by alternatives are factored out
-and repeated pieces counted (``x{3}``, ``x{0,5}``, what ``~ n..m`` expands to).
+and repeated pieces counted (``x{3}``, ``x{0,5}``, what ``~ n..m`` expands to; the trees
+and their regex text: :mod:`.regex_tree`).
 A regular ``N`` is *maximal* when a rule that is kept (or the start) uses it;
 only those get terminals (named ``N``: error messages keep the rule's name),
 the others live on inside their regexes. In a kept rule, a run of two or more
@@ -75,20 +76,14 @@ import re
 
 from ..errors import RegexSyntaxError, UnsupportedRegexError
 from ..regex_parser import parse as parse_regex, parse_alternatives
+from .regex_tree import RegexWriter, _TooBig, _alt, _seq, _simplify
 
 #: the longest regex (characters) one rewritten rule may get
 DEFAULT_MAX_REGEX = 4000
 
-EPS = ("seq", ())
-_ATOM, _QUANT, _SEQ, _ALT = 0, 1, 2, 3
 #: a concatenation of ASCII letters/digits, escaped punctuation and non-negated classes without
 #: \\u/\\U/\\N escapes or surrogates: never empty, never nullable, no anchors or groups
 _SIMPLE = re.compile(r"(?:[A-Za-z0-9]|\\[^A-Za-z0-9\ud800-\udfff]|\[(?!\^)(?:[^\]\\\[\ud800-\udfff]|\\[^uUN])+\])+")
-_BARE = re.compile(r"[A-Za-z0-9]|\\[^A-Za-z0-9]|\\[dDsSwW]|\.|\[(?:[^\]\\\[]|\\.)+\]", re.DOTALL)
-
-
-class _TooBig(Exception):
-    pass
 
 
 def regular_lexemes(cfg, max_regex: int = DEFAULT_MAX_REGEX, runs=None):
@@ -108,19 +103,16 @@ def regular_lexemes(cfg, max_regex: int = DEFAULT_MAX_REGEX, runs=None):
     return _Rewrite(cfg, max_regex, runs).run(CFG)
 
 
-class _Rewrite:
+class _Rewrite(RegexWriter):
     def __init__(self, cfg, max_regex, runs=None):
-        self.cfg, self.max = cfg, int(max_regex)
+        super().__init__(cfg.patterns, max_regex)
+        self.cfg = cfg
         self.runs = not cfg.ignore if runs is None else bool(runs)
         self.alts: dict = {}
         for lhs, rhs in cfg.rules:
             self.alts.setdefault(lhs, []).append(rhs)
         reach = cfg.reachable()
         self.reach = set(reach)
-        self.tree: dict = {}        # regular nonterminal -> regex tree
-        self.text: dict = {}        # (nonterminal, nonempty?) -> (regex text, precedence)
-        self.nullable: dict = {}
-        self._ne: dict = {}
         ign = [("t", t) for t in cfg.ignore]
         self.gap = ("rep", _alt(ign), 0, None) if ign else None
         self.term_ok = [self._embeddable(p) for p in cfg.patterns]
@@ -216,92 +208,6 @@ class _Rewrite:
         if beta:
             parts.append(("rep", _seq(([g] if g else []) + [_alt(beta)]), 0, None))
         return _seq(parts)
-
-    # ------------------------------------------------------------ trees
-    def is_nullable(self, t) -> bool:
-        kind = t[0]
-        if kind in ("t", "ne"):
-            return False
-        if kind == "n":
-            return self.nullable[t[1]]
-        if kind == "seq":
-            return all(self.is_nullable(x) for x in t[1])
-        if kind == "alt":
-            return any(self.is_nullable(x) for x in t[1])
-        return t[2] == 0 or self.is_nullable(t[1])  # rep x lo hi
-
-    def nonempty(self, t):
-        """A tree for ``L(t) \\ {ε}``, or None when that is empty."""
-        kind = t[0]
-        if not self.is_nullable(t):
-            return t
-        if kind == "n":
-            return ("ne", t[1])
-        if kind == "seq":
-            if not t[1]:
-                return None
-            head, rest = t[1][0], _seq(t[1][1:])
-            alts = []
-            ne_head = self.nonempty(head)
-            if ne_head is not None:
-                alts.append(_seq([ne_head, rest]))
-            ne_rest = self.nonempty(rest) if len(t[1]) > 1 else None
-            if ne_rest is not None:
-                alts.append(ne_rest)
-            return _alt(alts) if alts else None
-        if kind == "alt":
-            alts = [x for x in (self.nonempty(x) for x in t[1]) if x is not None]
-            return _alt(alts) if alts else None
-        x = t[1]
-        ne_x = self.nonempty(x)
-        if ne_x is None:
-            return None
-        hi = t[3]
-        if hi == 1:
-            return ne_x
-        return _seq([ne_x, ("rep", x, 0, None if hi is None else hi - 1)])
-
-    def render(self, t) -> tuple:
-        """(regex text, precedence) of a tree; raises _TooBig past ``max_regex``."""
-        kind = t[0]
-        if kind == "t":
-            p = self.cfg.patterns[t[1]]
-            out = (p, _ATOM) if _BARE.fullmatch(p) else (f"(?:{p})", _ATOM)
-        elif kind in ("n", "ne"):
-            key = (t[1], kind == "ne")
-            if key not in self.text:
-                tree = self.tree[t[1]] if kind == "n" else self._nonempty_of(t[1])
-                self.text[key] = self.render(tree)
-            out = self.text[key]
-        elif kind == "seq":
-            if not t[1]:
-                out = ("", _SEQ)
-            else:
-                out = ("".join(_wrap(self.render(x), _SEQ) for x in t[1]), _SEQ)
-        elif kind == "alt":
-            alts = [x for x in t[1] if x != EPS]
-            body = (alts[0] if len(alts) == 1 else ("alt", tuple(alts)))
-            if len(alts) < len(t[1]):
-                out = (_wrap(self.render(body), _ATOM) + "?", _QUANT)
-            else:
-                out = ("|".join(_wrap(self.render(x), _ALT) for x in alts), _ALT)
-        else:
-            inner = _wrap(self.render(t[1]), _ATOM)
-            lo, hi = t[2], t[3]
-            q = ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}") if hi is None else (
-                "?" if (lo, hi) == (0, 1) else f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
-            if lo == hi and len(inner) * lo <= len(inner) + len(q):  # "bb", not "b{2}"
-                out = (inner * lo, _SEQ)
-            else:
-                out = (inner + q, _QUANT)
-        if len(out[0]) > self.max:
-            raise _TooBig
-        return out
-
-    def _nonempty_of(self, n: int):
-        if n not in self._ne:
-            self._ne[n] = self.nonempty(self.tree[n])
-        return self._ne[n]
 
     # ------------------------------------------------------------ rewrite
     def run(self, CFG):
@@ -415,84 +321,6 @@ class _Rewrite:
         return out
 
 
-# ---------------------------------------------------------------- tree helpers
-def _seq(items) -> tuple:
-    flat = []
-    for x in items:
-        flat.extend(x[1] if x[0] == "seq" else (x,))
-    return flat[0] if len(flat) == 1 else ("seq", tuple(flat))
-
-
-def _alt(items) -> tuple:
-    flat, seen = [], set()
-    for x in items:
-        for y in (x[1] if x[0] == "alt" else (x,)):
-            if y not in seen:
-                seen.add(y)
-                flat.append(y)
-    return flat[0] if len(flat) == 1 else ("alt", tuple(flat))
-
-
-def _simplify(t) -> tuple:
-    """Factor prefixes shared by alternatives (one trie over them: linear in their size),
-    count repeated pieces; the same language."""
-    kind = t[0]
-    if kind in ("t", "n"):
-        return t
-    if kind == "rep":
-        return (kind, _simplify(t[1])) + t[2:]
-    if kind == "seq":
-        return _runs([_simplify(x) for x in t[1]])
-    root: dict = {}
-    for a in t[1]:
-        node = root
-        for x in (a[1] if a[0] == "seq" else (a,)):
-            node = node.setdefault(_simplify(x), {})
-        node[None] = None  # an alternative ends here
-    return _from_trie(root)
-
-
-def _from_trie(node: dict) -> tuple:
-    alts = []
-    for head, child in node.items():
-        if head is None:
-            alts.append(EPS)
-            continue
-        path = [head]
-        while len(child) == 1 and None not in child:  # a path without branches
-            (h, child), = child.items()
-            path.append(h)
-        tail = EPS if list(child) == [None] else _from_trie(child)
-        alts.append(_runs(path + (list(tail[1]) if tail[0] == "seq" else [tail])))
-    return _optional_chain(_alt(alts))
-
-
-def _runs(items) -> tuple:
-    """``x x x`` -> ``x{3}``; ``x{a,b} x{c,d}`` -> ``x{a+c,b+d}`` (sums of intervals)."""
-    out = []
-    for x in items:
-        x = ("rep", x, 1, 1) if x[0] != "rep" else x
-        if out and out[-1][1] == x[1]:
-            prev = out.pop()
-            hi = None if prev[3] is None or x[3] is None else prev[3] + x[3]
-            x = ("rep", x[1], prev[2] + x[2], hi)
-        out.append(x)
-    return _seq([x[1] if x[2:] == (1, 1) else x for x in out])
-
-
-def _optional_chain(t) -> tuple:
-    """``(x)?`` -> ``x{0,1}`` and ``(x{1,m})?`` -> ``x{0,m}``, so that the prefix-factored
-    ``x{3} | x{4} | x{5}`` (``x x x (x (x)?)?``) counts up to ``x{3,5}``."""
-    if t[0] != "alt" or len(t[1]) != 2 or EPS not in t[1]:
-        return t
-    body = t[1][0] if t[1][1] == EPS else t[1][1]
-    if body[0] == "rep" and body[2] <= 1:
-        return ("rep", body[1], 0, body[3])
-    if body[0] in ("seq", "alt"):
-        return t
-    return ("rep", body, 0, 1)
-
-
 def _empty(t) -> bool:
     """Whether a :mod:`~hf_constrained.regex_parser` tree matches nothing at all."""
     kind = t[0]
@@ -505,9 +333,3 @@ def _empty(t) -> bool:
     if kind == "rep":
         return t[2] > 0 and _empty(t[1])
     return False
-
-
-def _wrap(rendered, level: int) -> str:
-    """Regex text usable where precedence ``level`` is needed (a group when it binds looser)."""
-    text, prec = rendered
-    return f"(?:{text})" if prec > level else text

@@ -1,0 +1,185 @@
+"""How the configuration table's cells are computed (the costly part of a mask walk).
+
+:class:`CellFilling` is the half of :class:`~.configs.ConfigAutomaton` that
+computes transitions: a configuration's *plan* (its lanes: the lexemes in
+progress and those its boundary nodes may start, and the lexer's step for
+them, :mod:`.lexer`), then a cell, a byte class's successor, from its plan's
+column: lanes that accept end their lexemes (scans, merged into a parser node
+later; an ignored lexeme returns to its node), lanes that go on stay. A walk
+over the vocabulary trie fills only the cells it reads (:meth:`CellFilling.fill`),
+and plans all the configurations of one fill together, so their new lexer steps
+share one numpy pass; :meth:`CellFilling.expand` fills a whole row.
+
+>>> from hf_constrained.grammar.cfg import from_lark
+>>> from hf_constrained.grammar.configs import ConfigAutomaton
+>>> a = ConfigAutomaton([from_lark('start: "a" "b" | "a" "c"')])
+>>> q, ka = a.starts[0], int(a.byte_class[ord("a")])
+>>> a.fill([q], [ka])
+>>> q2 = int(a.table[q, ka])
+>>> bool(a.expanded[q]), q2 > 0, int(a.table[q, int(a.byte_class[ord("b")])])   # -1: not computed
+(False, True, -1)
+>>> a.expand(q2)
+>>> [bool(a.accepting[a.step(q2, ord(c))]) for c in "bca"]
+[True, True, False]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..constraint import DEAD
+from . import lexer
+
+
+class CellFilling:
+    """Plans and cells of :class:`~.configs.ConfigAutomaton` (a mixin: it reads the
+    automaton's interning tables, lexer and parser)."""
+
+    def _goes_on(self, s: int) -> bool:
+        """Whether DFA state ``s`` can read another byte (else the lexeme is over)."""
+        got = self._continues.get(s)
+        if got is None:
+            self.lexer.expand(s)
+            got = self._continues[s] = bool(self.lexer.table[s].any())
+        return got
+
+    def _node_lanes(self, n: int) -> tuple:
+        """``(slots, lexer start states)`` of the lexemes that may start at parser node ``n``."""
+        got = self._lanes.get(n)
+        if got is None:
+            p = self.parser
+            slots, states = [], []
+            term_start = self._term_start
+            for t in p.expected(n):
+                slots.append(self._slot(n, t, False))
+                states.append(term_start[t])
+            for t in p.ignore[p.grammar[n]]:
+                slots.append(self._slot(n, t, True))
+                states.append(term_start[t])
+            got = self._lanes[n] = (tuple(slots), tuple(states))
+        return got
+
+    def _plan(self, cid: int) -> tuple:
+        """What filling ``cid``'s row needs: ``(canon,)`` for a configuration with the content
+        of an earlier one (its cells are copied), else ``(slots, column of each byte class,
+        columns, successor of the first space or None)``."""
+        got = self._plans.get(cid)
+        if got is None:
+            closed = self._closed_key(cid)
+            canon = self._by_closed[closed]
+            if canon != cid:
+                got = (canon,)
+            else:
+                boundary, threads, strip = closed
+                slots, states = [], []
+                for sl, st in threads:
+                    slots.append(sl)
+                    states.append(st)
+                for n in boundary:
+                    ns, nst = self._node_lanes(n)
+                    slots.extend(ns)
+                    states.extend(nst)
+                inv, columns = self._lexer_moves(tuple(states)) if states else self._no_lanes
+                strip_to = None
+                if strip:  # decode() drops the text's first space: reading it changes nothing
+                    strip_to = self._intern(boundary, threads, False)
+                    self.table[cid, self._space_class] = strip_to
+                got = (tuple(slots), inv, columns, strip_to)   # tuples: see _intern
+            self._plans[cid] = got
+        return got
+
+    def _fill_column(self, cid: int, col: int, plan: tuple) -> None:
+        """The successor of ``cid`` for every byte class of lexer column ``col``."""
+        slots, inv, columns, strip_to = plan
+        nxt = DEAD
+        if columns[col]:
+            slot_of = self._slots
+            keep, scans, back = [], [], []
+            for i, s2, a, g in columns[col]:
+                sl = slots[i]
+                if a:
+                    node, term, ign = slot_of[sl]
+                    if ign:
+                        back.append(node)
+                    else:
+                        scans.append((node, term))
+                if g:
+                    keep.append((sl, s2))
+            nxt = self._intern(_canon(back), _canon(keep), False, _canon(scans))
+        row = self.table[cid]               # after _intern, which may grow the table
+        row[inv == col] = nxt
+        if strip_to is not None:
+            row[self._space_class] = strip_to
+
+    def _fill_cell(self, cid: int, k: int) -> None:
+        plan = self._plan(cid)
+        if len(plan) == 1:  # the same content as an earlier configuration: the same cells
+            canon = plan[0]
+            if self.table[canon, k] < 0:
+                self._fill_cell(canon, k)
+            self.table[cid] = self.table[canon]
+        else:
+            self._fill_column(cid, int(plan[1][k]), plan)
+        if self.table[cid].min() >= 0:
+            self.expanded[cid] = True
+            self._plans.pop(cid, None)
+
+    def fill(self, cids, classes) -> None:
+        """Compute the cells ``table[cids[i], classes[i]]`` (the others of a row wait until a
+        walk reads them: most successors of a configuration lead to no token)."""
+        with self._lock:
+            n = self.n_classes
+            for flat in np.unique(np.asarray(cids, dtype=np.int64) * n + np.asarray(classes)).tolist():
+                cid, k = divmod(flat, n)
+                if self.table[cid, k] < 0:
+                    self._fill_cell(cid, k)
+
+    def expand(self, cid: int) -> None:
+        """Compute the whole transition row of configuration ``cid`` (idempotent)."""
+        with self._lock:
+            if self.expanded[cid]:
+                return
+            plan = self._plan(cid)
+            if len(plan) == 1:
+                self.expand(plan[0])
+                self.table[cid] = self.table[plan[0]]
+            else:
+                inv = plan[1]
+                for k in range(self.n_classes):
+                    if self.table[cid, k] < 0:
+                        self._fill_column(cid, int(inv[k]), plan)
+            self.expanded[cid] = True
+            self._plans.pop(cid, None)
+
+    #: lane-state tuples whose lexer step is kept (see _lexer_moves); past it the memo restarts
+    MOVES_MEMO = 50_000
+
+    def _lexer_moves(self, states: tuple) -> tuple:
+        """One byte of the lexer for lanes in DFA ``states``: ``(column of each byte class,
+        columns)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
+        lanes. It depends on the lanes' states alone, and configurations whose nodes expect
+        the same terminals share them, so it is kept per tuple (the numpy work of a row)."""
+        got = self._moves.get(states)
+        if got is None:
+            got = lexer.lexer_step(self.lexer, self._goes_on, states)
+            if len(self._moves) >= self.MOVES_MEMO:
+                self._moves.clear()
+            self._moves[states] = got
+        return got
+
+    def expand_many(self, cids) -> None:
+        for c in np.unique(np.asarray(cids)).tolist():
+            if not self.expanded[c]:
+                self.expand(c)
+
+
+def _canon(xs) -> tuple:
+    """The canonical form of a set of ints or int tuples in a configuration key: sorted,
+    without repeats, as a tuple (see :meth:`~.configs.ConfigAutomaton._intern`).
+
+    >>> _canon([3, 1, 3]), _canon([(2, 5), (1, 9), (2, 5)]), _canon([])
+    ((1, 3), ((1, 9), (2, 5)), ())
+    """
+    if len(xs) < 2:
+        return tuple(xs)
+    return tuple(sorted(set(xs)))

@@ -1,0 +1,75 @@
+"""The grammar's lexer: all terminals in one lazy byte DFA, and its step for lanes.
+
+A configuration (:mod:`.configs`) holds *lanes*, lexemes in progress, each in a
+state of one :class:`~hf_constrained.automaton.LazyDFA` that has a start state
+per terminal (:func:`terminal_dfa`). Reading a byte moves every lane at once:
+:func:`lexer_step` computes, for a tuple of lane states, which byte classes
+act alike on all of them (the distinct columns of the lanes x classes table)
+and, per such column, each live lane's next state, whether it accepts (its
+lexeme may end) and whether it goes on (may read more).
+
+>>> dfa = terminal_dfa(["ab", "a+"], ["AB", "AS"])
+>>> a, b = int(dfa.byte_class[ord("a")]), int(dfa.byte_class[ord("b")])
+>>> inv, columns = lexer_step(dfa, lambda s: bool(dfa.table[s].any()), tuple(dfa.starts))
+>>> [(lane, accepts, goes_on) for lane, _, accepts, goes_on in columns[inv[a]]]
+[(0, False, True), (1, True, True)]
+>>> columns[inv[b]]
+()
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..automaton import LazyDFA
+from ..errors import EmptyLanguageError
+from .cfg import GrammarError
+
+_MIX = np.random.default_rng(0x5EED).integers(1, 2 ** 62, size=4096, dtype=np.int64) | 1
+
+
+def distinct_columns(moves: np.ndarray):
+    """``(distinct columns as rows, index of each column's distinct one)`` of a lanes x
+    classes matrix: a 1-D hash per column, verified exactly (``np.unique(axis=0)`` is
+    several times slower on these small matrices)."""
+    k = moves.shape[0]
+    if k <= len(_MIX):
+        h = moves.T.astype(np.int64) @ _MIX[:k]          # wraps around: a hash, checked below
+        _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+        inv = np.asarray(inv).reshape(-1)
+        if np.array_equal(moves[:, first[inv]], moves):
+            return moves[:, first].T, inv
+    cols, inv = np.unique(moves.T, axis=0, return_inverse=True)
+    return cols, np.asarray(inv).reshape(-1)
+
+
+def lexer_step(lexer: LazyDFA, goes_on, states: tuple) -> tuple:
+    """:meth:`~.filling.CellFilling._lexer_moves` for one tuple of lexer states (``goes_on``: whether
+    a state reads on)."""
+    st = np.array(states, dtype=np.int64)
+    lexer.expand_many(st)
+    moves = lexer.table[st]                            # lanes x classes
+    cols, inv = distinct_columns(moves)
+    ci, li = np.nonzero(cols)                          # the live (column, lane) pairs
+    vals = cols[ci, li]
+    uv, uinv = np.unique(vals, return_inverse=True)
+    goes = np.array([goes_on(v) for v in uv.tolist()], dtype=bool)[uinv.reshape(-1)]
+    acc = lexer.accepting[vals]
+    columns = [[] for _ in range(len(cols))]
+    for c, i, s2, a, g in zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist()):
+        columns[c].append((i, s2, a, g))
+    return np.asarray(inv).reshape(-1), tuple([tuple(c) for c in columns])
+
+
+def terminal_dfa(patterns, names) -> LazyDFA:
+    """One lazy DFA with a start state per terminal regex of ``patterns`` (named ``names``);
+    a terminal whose regex matches nothing is a :class:`~.cfg.GrammarError` naming it."""
+    try:
+        return LazyDFA.from_patterns(patterns)
+    except EmptyLanguageError:
+        for name, pat in zip(names, patterns):
+            try:
+                LazyDFA.from_patterns([pat])
+            except EmptyLanguageError as e:
+                raise GrammarError(f"terminal {name}: {e}; the grammar can never use it") from e
+        raise
