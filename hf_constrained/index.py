@@ -32,6 +32,7 @@ import numpy as np
 from .automaton import DEAD, LazyDFA
 from .counted_region import CountedRegions, CountedWalk
 from .errors import EmptyLanguageError, StateLimitError
+from .neighbour import PreOrder, Reference, mask_near
 from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
 
@@ -156,6 +157,10 @@ class TokenIndex:
         self._max_token_bytes = int(vocab.tok_len.max()) + 1 if vocab.size else 1
         self._representative = getattr(dfa, "mask_representative", None)  # a LazyDFA's
         self._counted = CountedRegions(dfa) if isinstance(dfa, LazyDFA) else None
+        # state -> its walk in the trie's pre-order, for walks from a neighbour (oldest first)
+        self._near: dict | None = {} if isinstance(dfa, LazyDFA) else None
+        self._near_weight = None  # per byte class, tokens whose first byte is in it
+        self.near_walks = 0  # masks walked from a neighbour (see _walk_near)
         if not vocab.full_byte_coverage:
             self._compute_token_liveness()
 
@@ -372,6 +377,73 @@ class TokenIndex:
         more_ids, more_states = self._walk_from(v, node_cls, walk.exit_nodes[live], exit_states[live])
         return walk, states, more_ids, more_states
 
+    # -- walks from a neighbour -----------------------------------------------
+    #: reference walks kept per index (0.5 MB each for 129k tokens), oldest dropped first
+    NEAR_REFS = 4
+    #: a neighbour is used when the tokens under the first bytes where its row and the
+    #: state's row differ are at most this share of the vocabulary
+    NEAR_MAX_SHARE = 0.5
+    #: states whose live first bytes hold less than this share of the vocabulary's
+    #: tokens are walked plainly (sparse: cheaper than looking for a neighbour)
+    NEAR_MIN_LIVE = 0.25
+    #: trie nodes the walk from a neighbour may visit, as a share of the trie's,
+    #: before it gives up for the plain walk
+    NEAR_BUDGET = 0.25
+
+    def _mask_near(self, q: int):
+        """``(packed bits without EOS, successors)`` of ``q`` from the walk of a
+        state whose transitions are mostly the same (see
+        :mod:`hf_constrained.neighbour`), or None (then walk ``q`` plainly).
+
+        The neighbour is the cheapest, weighted by the tokens under each first byte
+        where the two rows differ, of the reference walks kept and of ``q``'s most
+        common successor; a successor is taken as a new reference only when it has
+        a lexical region (its own walk is then cheap).
+        """
+        if self._near is None or q <= 0:
+            return None
+        dfa = self.dfa
+        if not dfa.expanded[q]:
+            with self.lock:
+                dfa.expand(q)
+        layout = PreOrder.shared(self.vocab)
+        w = self._near_weight
+        if w is None:
+            w = self._near_weight = np.bincount(dfa.byte_class, weights=layout.first_byte,
+                                                minlength=dfa.n_classes)
+        row = dfa.table[q]
+        if float(w[row != DEAD].sum()) < self.NEAR_MIN_LIVE * layout.num_tokens:
+            return None  # a restrictive state: its plain walk is sparse and cheap
+        vals, inv = np.unique(row, return_inverse=True)
+        mass = np.bincount(inv, weights=w)
+        mass[(vals == DEAD) | (vals == q)] = -1
+        top = int(vals[int(np.argmax(mass))]) if len(vals) and mass.max() > 0 else DEAD
+        best, best_cost = DEAD, self.NEAR_MAX_SHARE * layout.num_tokens
+        for r in [*self._near, top]:
+            if r == DEAD or r == q:
+                continue
+            if not dfa.expanded[r]:
+                with self.lock:
+                    dfa.expand(r)
+            cost = float(w[row != dfa.table[r]].sum())
+            if cost <= best_cost:
+                best, best_cost = r, cost
+        if best == DEAD:
+            return None
+        ref = self._near.pop(best, None)
+        if ref is None:
+            got = self._walk_region(best)
+            if got is None:
+                return None
+            ref = Reference(layout, *got, self._bits_width())
+            while len(self._near) >= self.NEAR_REFS:
+                del self._near[next(iter(self._near))]
+        self._near[best] = ref  # most recently used last
+        got = mask_near(self, q, best, ref, int(self.NEAR_BUDGET * self.vocab.num_nodes))
+        if got is not None:
+            self.near_walks += 1
+        return got
+
     def _walk_from(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
         """(token id, next state) pairs at and below trie ``nodes`` (ascending, any
         depths) reached in ``states``: a sparse walk, level by level."""
@@ -528,6 +600,14 @@ class TokenIndex:
                 base = walk.packed[width] = np.packbits(region_hit, bitorder="little")
         else:
             base = None
+            near = self._mask_near(q) if self._live is None else None
+            if near is not None:  # a neighbour's mask with the tokens that differ changed
+                packed, succ = near
+                if self.dfa.accepting[q]:
+                    packed[self.eos_ids >> 3] |= (1 << (self.eos_ids & 7)).astype(np.uint8)
+                if not packed.any():
+                    raise StateLimitError(f"internal error: state {q} allows no token")
+                return packed, succ
             ids, nxt = self._walk_all(q) if self._live is None else self._walk_trie(q)
             if self._live is not None:  # covers every reachable state (explored eagerly)
                 keep = self._live[nxt]

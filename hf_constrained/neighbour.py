@@ -1,0 +1,233 @@
+"""Walks from a neighbour: a new state's token walk from one already done.
+
+Inside a key name under ``additionalProperties`` the automaton is in a state
+that allows nearly every string token, and each prefix of each known name is a
+different state, so each would pay a full walk of the vocabulary's trie. Yet
+for all but a few first bytes such a state ``s`` moves exactly where the plain
+key body ``r`` moves: once the walks of ``s`` and ``r`` reach the same state
+at a trie node, every token below that node ends in the same state from both.
+
+So ``walk(s)`` is ``walk(r)`` with the subtries where the two walks differ
+walked again from ``s`` (:func:`walk_near`): a sparse walk of the pairs
+``(state from s, state from r)`` that stops wherever they meet. The tokens of
+a subtrie are one contiguous range in the trie's pre-order
+(:class:`PreOrder`), so a reference walk is kept as one array of next states
+in that order, and the subtries ``s`` does not reach are cleared by ranges.
+The result is exact: the same (token, next state) pairs as the plain walk.
+
+>>> import numpy as np
+>>> from hf_constrained.automaton import LazyDFA
+>>> from hf_constrained.index import TokenIndex
+>>> from hf_constrained.vocabulary import Vocabulary
+>>> vocab = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"ab", b"abc", b"xy", None])
+>>> dfa = LazyDFA.from_patterns([r"(ab|[a-z][a-z]*)!"])
+>>> index = TokenIndex(dfa, vocab, eos_token_ids=[260])
+>>> s, r = dfa.walk(dfa.starts[0], b"a"), dfa.walk(dfa.starts[0], b"x")
+>>> ids, st = index._walk_all(r)
+>>> ref = PreOrder.shared(vocab).scatter(ids, st)
+>>> near = walk_near(index, s, r, ref, budget=10_000)
+>>> plain = index._walk_all(s)
+>>> sorted(zip(*map(np.ndarray.tolist, near))) == sorted(zip(*map(np.ndarray.tolist, plain)))
+True
+>>> packed, succ = mask_near(index, s, r, Reference(PreOrder.shared(vocab), ids, st, 264), budget=10_000)
+>>> np.array_equal(packed, index._compute_mask(s)[0]), np.array_equal(succ, np.unique(plain[1]))
+(True, True)
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from .constraint import DEAD
+
+#: vocabulary -> its PreOrder
+_LAYOUTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``range(starts[i], starts[i] + counts[i])`` for all i."""
+    return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+
+
+class PreOrder:
+    """The vocabulary's tokens in the pre-order of its byte trie.
+
+    ``start[n]``: position of the first token at or below node ``n``; ``own[n]``:
+    tokens ending at ``n`` (they come first); ``sub[n]``: tokens at or below
+    ``n``; ``ids``: token id at each position; ``pos``: position of each token id
+    (-1: not in the trie); ``first_byte``: tokens whose first byte is each byte.
+
+    >>> from hf_constrained.vocabulary import Vocabulary
+    >>> v = Vocabulary.from_token_bytes([b"a", b"b", b"ab", b"ba", b"abc"])
+    >>> p = PreOrder(v)
+    >>> [v.token_bytes[i] for i in p.ids.tolist()]   # depth first: a subtrie is one range
+    [b'a', b'ab', b'abc', b'b', b'ba']
+    >>> int(p.first_byte[ord("a")]), int(p.first_byte[ord("b")])
+    (3, 2)
+    """
+
+    def __init__(self, v):
+        n, ds = v.num_nodes, v.depth_start
+        own = (v.term_end - v.term_start).astype(np.int64)
+        sub = own.copy()
+        kids = (v.child_end - v.child_start) > 0
+        for d in range(len(ds) - 2, 0, -1):  # bottom-up: a node's tokens are its own + its children's
+            a, b = int(ds[d]), int(ds[d + 1])
+            pa, pb = int(ds[d - 1]), int(ds[d])
+            has = np.flatnonzero(kids[pa:pb]) + pa  # parents, in order; their children are contiguous
+            sub[has] += np.add.reduceat(sub[a:b], v.child_start[has] - a)
+        start = np.zeros(n, dtype=np.int64)
+        for d in range(1, len(ds) - 1):  # top-down: after the parent's own tokens and earlier siblings
+            a, b = int(ds[d]), int(ds[d + 1])
+            par = v.node_parent[a:b]
+            before = np.cumsum(sub[a:b]) - sub[a:b]
+            before -= before[v.child_start[par] - a]
+            start[a:b] = start[par] + own[par] + before
+        self.start, self.own, self.sub = start, own, sub
+        term_pos = start[v.term_node] + (np.arange(len(v.term_node)) - v.term_start[v.term_node])
+        self.ids = np.empty(len(term_pos), dtype=np.int64)
+        self.ids[term_pos] = v.term_ids
+        self.pos = np.full(v.size, -1, dtype=np.int64)
+        self.pos[v.term_ids] = term_pos
+        root_kids = np.arange(int(v.child_start[0]), int(v.child_end[0]))
+        self.first_byte = np.zeros(256, dtype=np.int64)
+        self.first_byte[v.node_byte[root_kids]] = sub[root_kids]
+        self.num_tokens = len(term_pos)
+
+    @classmethod
+    def shared(cls, vocab) -> "PreOrder":
+        """The layout of ``vocab`` (built once per vocabulary, about 3 MB for 129k tokens)."""
+        got = _LAYOUTS.get(vocab)
+        if got is None:
+            got = _LAYOUTS[vocab] = cls(vocab)
+        return got
+
+    def scatter(self, ids: np.ndarray, states: np.ndarray) -> np.ndarray:
+        """A walk's (token id, next state) pairs as next states in pre-order (0: dead)."""
+        arr = np.zeros(self.num_tokens, dtype=np.int32)
+        arr[self.pos[ids]] = states
+        return arr
+
+
+class Reference:
+    """A walk kept to walk neighbours from: next state of every token in pre-order
+    (``state_arr``, 0: dead), its packed token bits (no EOS) and its distinct next
+    states with the number of tokens leading to each (``succ``, ``counts``).
+
+    >>> from hf_constrained.vocabulary import Vocabulary
+    >>> v = Vocabulary.from_token_bytes([b"a", b"b", b"ab"])
+    >>> ref = Reference(PreOrder(v), np.array([0, 2]), np.array([5, 7]), 8)
+    >>> ref.state_arr.tolist(), ref.packed.tolist(), ref.succ.tolist(), ref.counts.tolist()
+    ([5, 7, 0], [5], [5, 7], [1, 1])
+    """
+
+    def __init__(self, layout: PreOrder, ids: np.ndarray, states: np.ndarray, width: int):
+        self.state_arr = layout.scatter(ids, states)
+        hit = np.zeros(width, dtype=bool)
+        hit[ids] = True
+        self.packed = np.packbits(hit, bitorder="little")
+        counts = np.bincount(states)
+        self.succ = np.flatnonzero(counts)
+        self.counts = counts[self.succ]
+        self.nbytes = self.state_arr.nbytes + self.packed.nbytes
+
+
+def differences(index, s: int, r: int, budget: int):
+    """``(positions, next states)``: the pre-order positions (:class:`PreOrder`)
+    where the walk of ``s`` differs from the walk of ``r`` and what ``s`` gives
+    there (0: dead), or None when more than ``budget`` trie nodes differ.
+
+    A sparse walk of the pairs (state from ``s``, state from ``r``) that drops a
+    trie node where the two meet (every token below it ends in the same state
+    from both) and clears the subtrie of a node where ``s`` dies.
+
+    >>> from hf_constrained.automaton import LazyDFA
+    >>> from hf_constrained.index import TokenIndex
+    >>> from hf_constrained.vocabulary import Vocabulary
+    >>> v = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"ab", None])
+    >>> dfa = LazyDFA.from_patterns([r"[ab]c*|bd"])
+    >>> index = TokenIndex(dfa, v, eos_token_ids=[257])
+    >>> a, b = dfa.walk(dfa.starts[0], b"a"), dfa.walk(dfa.starts[0], b"b")
+    >>> pos, new = differences(index, b, a, budget=1000)   # b also allows "d"
+    >>> [v.token_bytes[int(PreOrder.shared(v).ids[p])] for p in pos], (new > 0).tolist()
+    ([b'd'], [True])
+    """
+    v, layout = index.vocab, PreOrder.shared(index.vocab)
+    nodes = np.zeros(1, dtype=np.int64)
+    ss = np.array([s], dtype=index.dfa.table.dtype)
+    rs = np.array([r], dtype=index.dfa.table.dtype)
+    set_at, set_n, set_to = [], [], []  # ranges of positions to overwrite, and the state they get
+    walked = 0
+    while len(nodes) and s != r:
+        cs = v.child_start[nodes]
+        counts = v.child_end[nodes] - cs
+        child = _spans(cs, counts)
+        walked += len(child)
+        if walked > budget:
+            return None
+        cls = index._classes(index._node_cls, child)
+        sc = index._lookup(np.repeat(ss, counts), cls)
+        rc = index._lookup(np.repeat(rs, counts), cls)
+        differ = np.flatnonzero(sc != rc)  # where they meet, r's walk below is s's
+        child, sc, rc = child[differ], sc[differ], rc[differ]
+        dead = sc == DEAD
+        if dead.any():  # s dies there: none of the subtrie's tokens
+            k = child[dead]
+            set_at.append(layout.start[k])
+            set_n.append(layout.sub[k])
+            set_to.append(np.zeros(len(k), dtype=sc.dtype))
+            live = ~dead
+            child, sc, rc = child[live], sc[live], rc[live]
+        set_at.append(layout.start[child])  # the tokens ending here get s's state
+        set_n.append(layout.own[child])
+        set_to.append(sc)
+        nodes, ss, rs = child, sc, rc
+    if not set_at:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32)
+    n = np.concatenate(set_n)
+    return _spans(np.concatenate(set_at), n), np.repeat(np.concatenate(set_to), n)
+
+
+def walk_near(index, s: int, r: int, ref: np.ndarray, budget: int):
+    """(token ids, next states) of every token with a live next state from ``s``,
+    from the walk ``ref`` of state ``r`` (:meth:`PreOrder.scatter`); None when the
+    two walks differ on more than ``budget`` trie nodes (then walk ``s`` plainly).
+
+    Exact for any two states of ``index.dfa``: only the subtries where the states
+    reached from ``s`` and from ``r`` differ are walked again.
+    """
+    got = differences(index, s, r, budget)
+    if got is None:
+        return None
+    arr = ref.copy()
+    arr[got[0]] = got[1]
+    keep = np.flatnonzero(arr)
+    return PreOrder.shared(index.vocab).ids[keep], arr[keep].astype(np.int64)
+
+
+def mask_near(index, s: int, r: int, ref: Reference, budget: int):
+    """``(packed token bits, sorted distinct next states)`` of ``s`` (EOS not
+    included) from the :class:`Reference` walk of ``r``, or None as in
+    :func:`walk_near`: the same answer with work in proportion to the tokens
+    whose next state differs, not to the vocabulary."""
+    got = differences(index, s, r, budget)
+    if got is None:
+        return None
+    pos, new = got
+    packed = ref.packed.copy()
+    if len(pos) == 0:
+        return packed, ref.succ.copy()
+    ids = PreOrder.shared(index.vocab).ids[pos]
+    byte, bit = ids >> 3, (1 << (ids & 7)).astype(np.uint8)
+    np.bitwise_and.at(packed, byte, ~bit)
+    live = new != DEAD
+    np.bitwise_or.at(packed, byte[live], bit[live])
+    old = ref.state_arr[pos]
+    gone, n_gone = np.unique(old[old != DEAD], return_counts=True)
+    at = np.searchsorted(ref.succ, gone)
+    kept = np.ones(len(ref.succ), dtype=bool)
+    kept[at[n_gone == ref.counts[at]]] = False  # every token that led there now differs
+    succ = np.union1d(ref.succ[kept], new[live])
+    return packed, succ.astype(np.int64)
