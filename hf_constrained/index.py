@@ -432,10 +432,10 @@ class TokenIndex:
             return None
         ref = self._near.pop(best, None)
         if ref is None:
-            got = self._walk_region(best)
-            if got is None:
+            parts = self._region_parts(best)
+            if parts is None:
                 return None
-            ref = Reference(layout, *got, self._bits_width())
+            ref = Reference.from_region(layout, *parts, self._bits_width())
             while len(self._near) >= self.NEAR_REFS:
                 del self._near[next(iter(self._near))]
         self._near[best] = ref  # most recently used last
@@ -604,7 +604,7 @@ class TokenIndex:
             if near is not None:  # a neighbour's mask with the tokens that differ changed
                 packed, succ = near
                 if self.dfa.accepting[q]:
-                    packed[self.eos_ids >> 3] |= (1 << (self.eos_ids & 7)).astype(np.uint8)
+                    np.bitwise_or.at(packed, self.eos_ids >> 3, (1 << (self.eos_ids & 7)).astype(np.uint8))
                 if not packed.any():
                     raise StateLimitError(f"internal error: state {q} allows no token")
                 return packed, succ

@@ -131,7 +131,36 @@ class Reference:
         counts = np.bincount(states)
         self.succ = np.flatnonzero(counts)
         self.counts = counts[self.succ]
-        self.nbytes = self.state_arr.nbytes + self.packed.nbytes
+
+    @classmethod
+    def from_region(cls, layout: PreOrder, walk, states, more_ids, more_states, width: int):
+        """The reference of a state with a lexical region, from the region's shared walk
+        (``walk``, :class:`~hf_constrained.region.RegionWalk`: its tokens' end states,
+        bits and counts are kept on it once per vocabulary) and the state's exits."""
+        k = len(states)
+        pre_end = getattr(walk, "pre_end", None)
+        if pre_end is None:  # per region walk: the region state each pre-order position ends in
+            pre_end = np.full(layout.num_tokens, 127, dtype=np.int8)
+            pre_end[layout.pos[walk.ids]] = walk.end
+            walk.pre_end, walk.end_counts = pre_end, np.bincount(walk.end, minlength=k)
+        self = cls.__new__(cls)
+        lut = np.zeros(128, dtype=np.int32)
+        lut[:k] = states
+        self.state_arr = lut.take(pre_end)
+        self.state_arr[layout.pos[more_ids]] = more_states
+        packed = walk.packed.get(width)
+        if packed is None:
+            hit = np.zeros(width, dtype=bool)
+            hit[walk.ids] = True
+            packed = walk.packed[width] = np.packbits(hit, bitorder="little")
+        self.packed = packed.copy()
+        if len(more_ids):
+            np.bitwise_or.at(self.packed, more_ids >> 3, (1 << (more_ids & 7)).astype(np.uint8))
+        counts = np.bincount(np.concatenate([states, more_states]),
+                             weights=np.concatenate([walk.end_counts, np.ones(len(more_states))]))
+        self.succ = np.flatnonzero(counts)
+        self.counts = counts[self.succ].astype(np.int64)
+        return self
 
 
 def differences(index, s: int, r: int, budget: int):

@@ -253,3 +253,20 @@ def test_documents_own_tokens_are_never_masked(tok_name, request):
                 q = index.next_states(q, np.array([t]))
             assert q[0] == -1
         assert index.near_walks > 0
+
+
+def test_accepting_state_from_a_neighbour_sets_every_eos_bit(mistral):
+    """An accepting state whose mask comes from a neighbour gets all EOS ids, two of
+    them in the same byte of the packed mask."""
+    vocab = Vocabulary.from_tokenizer(mistral)
+    e = ((vocab.size + 7) // 8) * 8
+    dfa = LazyDFA.from_patterns([r"(?:ab|[a-z ]*)"], strip_leading_space=vocab.strip_leading_space)
+    index = TokenIndex(dfa, vocab, [e, e + 1, mistral.eos_token_id])
+    plain = TokenIndex(dfa, vocab, [e, e + 1, mistral.eos_token_id])
+    plain._near = None
+    q = dfa.walk(dfa.starts[0], b"a")
+    assert dfa.accepting[q]
+    got = index.bits(q)
+    assert index.near_walks == 1
+    assert np.array_equal(got, plain._compute_mask(q)[0])
+    assert {e, e + 1, mistral.eos_token_id} <= set(index.allowed(q).tolist())
