@@ -9,6 +9,10 @@ the result is cached as a packed bitmask.
 A state inside a JSON string is walked through its lexical region
 (:mod:`hf_constrained.region`): the tokens that stay in the string body are
 walked once per vocabulary, only those that leave it are walked per state.
+Another permissive state that moves like one of those on most first bytes (a
+state inside a key name, under ``additionalProperties``) takes that state's
+walk and walks again only the subtries where the two differ
+(:mod:`hf_constrained.neighbour`).
 
 >>> from hf_constrained.vocabulary import Vocabulary
 >>> vocab = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"12", b"ab", None])
@@ -160,7 +164,7 @@ class TokenIndex:
         # state -> its walk in the trie's pre-order, for walks from a neighbour (oldest first)
         self._near: dict | None = {} if isinstance(dfa, LazyDFA) else None
         self._near_weight = None  # per byte class, tokens whose first byte is in it
-        self.near_walks = 0  # masks walked from a neighbour (see _walk_near)
+        self.near_walks = 0  # masks walked from a neighbour (see _mask_near)
         if not vocab.full_byte_coverage:
             self._compute_token_liveness()
 
@@ -419,26 +423,26 @@ class TokenIndex:
         mass[(vals == DEAD) | (vals == q)] = -1
         top = int(vals[int(np.argmax(mass))]) if len(vals) and mass.max() > 0 else DEAD
         best, best_cost = DEAD, self.NEAR_MAX_SHARE * layout.num_tokens
-        for r in [*self._near, top]:
-            if r == DEAD or r == q:
-                continue
-            if not dfa.expanded[r]:
-                with self.lock:
+        with self.lock:  # the references are shared by the threads using this index
+            for r in [*self._near, top]:
+                if r == DEAD or r == q:
+                    continue
+                if not dfa.expanded[r]:
                     dfa.expand(r)
-            cost = float(w[row != dfa.table[r]].sum())
-            if cost <= best_cost:
-                best, best_cost = r, cost
-        if best == DEAD:
-            return None
-        ref = self._near.pop(best, None)
-        if ref is None:
-            parts = self._region_parts(best)
-            if parts is None:
+                cost = float(w[row != dfa.table[r]].sum())
+                if cost <= best_cost:
+                    best, best_cost = r, cost
+            if best == DEAD:
                 return None
-            ref = Reference.from_region(layout, *parts, self._bits_width())
-            while len(self._near) >= self.NEAR_REFS:
-                del self._near[next(iter(self._near))]
-        self._near[best] = ref  # most recently used last
+            ref = self._near.pop(best, None)
+            if ref is None:
+                parts = self._region_parts(best)
+                if parts is None:
+                    return None
+                ref = Reference.from_region(layout, *parts, self._bits_width())
+                while len(self._near) >= self.NEAR_REFS:
+                    del self._near[next(iter(self._near))]
+            self._near[best] = ref  # most recently used last
         got = mask_near(self, q, best, ref, int(self.NEAR_BUDGET * self.vocab.num_nodes))
         if got is not None:
             self.near_walks += 1
