@@ -36,7 +36,7 @@ import numpy as np
 from .automaton import DEAD, LazyDFA
 from .counted_region import CountedRegions, CountedWalk
 from .errors import EmptyLanguageError, StateLimitError
-from .neighbour import PreOrder, Reference, mask_near
+from .neighbour import Neighbours
 from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
 
@@ -161,10 +161,7 @@ class TokenIndex:
         self._max_token_bytes = int(vocab.tok_len.max()) + 1 if vocab.size else 1
         self._representative = getattr(dfa, "mask_representative", None)  # a LazyDFA's
         self._counted = CountedRegions(dfa) if isinstance(dfa, LazyDFA) else None
-        # state -> its walk in the trie's pre-order, for walks from a neighbour (oldest first)
-        self._near: dict | None = {} if isinstance(dfa, LazyDFA) else None
-        self._near_weight = None  # per byte class, tokens whose first byte is in it
-        self.near_walks = 0  # masks walked from a neighbour (see _mask_near)
+        self._near = Neighbours(self) if isinstance(dfa, LazyDFA) else None  # see _mask_near
         if not vocab.full_byte_coverage:
             self._compute_token_liveness()
 
@@ -381,72 +378,15 @@ class TokenIndex:
         more_ids, more_states = self._walk_from(v, node_cls, walk.exit_nodes[live], exit_states[live])
         return walk, states, more_ids, more_states
 
-    # -- walks from a neighbour -----------------------------------------------
-    #: reference walks kept per index (0.5 MB each for 129k tokens), oldest dropped first
-    NEAR_REFS = 4
-    #: a neighbour is used when the tokens under the first bytes where its row and the
-    #: state's row differ are at most this share of the vocabulary
-    NEAR_MAX_SHARE = 0.5
-    #: states whose live first bytes hold less than this share of the vocabulary's
-    #: tokens are walked plainly (sparse: cheaper than looking for a neighbour)
-    NEAR_MIN_LIVE = 0.25
-    #: trie nodes the walk from a neighbour may visit, as a share of the trie's,
-    #: before it gives up for the plain walk
-    NEAR_BUDGET = 0.25
-
     def _mask_near(self, q: int):
-        """``(packed bits without EOS, successors)`` of ``q`` from the walk of a
-        state whose transitions are mostly the same (see
-        :mod:`hf_constrained.neighbour`), or None (then walk ``q`` plainly).
+        """``(packed bits without EOS, successors)`` of ``q`` from a neighbouring
+        state's walk (:class:`hf_constrained.neighbour.Neighbours`), or None."""
+        return self._near.mask(q) if self._near is not None and q > 0 else None
 
-        The neighbour is the cheapest, weighted by the tokens under each first byte
-        where the two rows differ, of the reference walks kept and of ``q``'s most
-        common successor; a successor is taken as a new reference only when it has
-        a lexical region (its own walk is then cheap).
-        """
-        if self._near is None or q <= 0:
-            return None
-        dfa = self.dfa
-        if not dfa.expanded[q]:
-            with self.lock:
-                dfa.expand(q)
-        layout = PreOrder.shared(self.vocab)
-        w = self._near_weight
-        if w is None:
-            w = self._near_weight = np.bincount(dfa.byte_class, weights=layout.first_byte,
-                                                minlength=dfa.n_classes)
-        row = dfa.table[q]
-        if float(w[row != DEAD].sum()) < self.NEAR_MIN_LIVE * layout.num_tokens:
-            return None  # a restrictive state: its plain walk is sparse and cheap
-        vals, inv = np.unique(row, return_inverse=True)
-        mass = np.bincount(inv, weights=w)
-        mass[(vals == DEAD) | (vals == q)] = -1
-        top = int(vals[int(np.argmax(mass))]) if len(vals) and mass.max() > 0 else DEAD
-        best, best_cost = DEAD, self.NEAR_MAX_SHARE * layout.num_tokens
-        with self.lock:  # the references are shared by the threads using this index
-            for r in [*self._near, top]:
-                if r == DEAD or r == q:
-                    continue
-                if not dfa.expanded[r]:
-                    dfa.expand(r)
-                cost = float(w[row != dfa.table[r]].sum())
-                if cost <= best_cost:
-                    best, best_cost = r, cost
-            if best == DEAD:
-                return None
-            ref = self._near.pop(best, None)
-            if ref is None:
-                parts = self._region_parts(best)
-                if parts is None:
-                    return None
-                ref = Reference.from_region(layout, *parts, self._bits_width())
-                while len(self._near) >= self.NEAR_REFS:
-                    del self._near[next(iter(self._near))]
-            self._near[best] = ref  # most recently used last
-        got = mask_near(self, q, best, ref, int(self.NEAR_BUDGET * self.vocab.num_nodes))
-        if got is not None:
-            self.near_walks += 1
-        return got
+    @property
+    def near_walks(self) -> int:
+        """Masks computed so far from a neighbour's walk."""
+        return self._near.walks if self._near is not None else 0
 
     def _walk_from(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
         """(token id, next state) pairs at and below trie ``nodes`` (ascending, any

@@ -143,7 +143,8 @@ class Reference:
         if pre_end is None:  # per region walk: the region state each pre-order position ends in
             pre_end = np.full(layout.num_tokens, 127, dtype=np.int8)
             pre_end[layout.pos[walk.ids]] = walk.end
-            walk.pre_end, walk.end_counts = pre_end, np.bincount(walk.end, minlength=k)
+            walk.end_counts = np.bincount(walk.end, minlength=k)
+            walk.pre_end = pre_end  # last: other threads test for it (RegionWalks are shared)
         self = cls.__new__(cls)
         lut = np.zeros(128, dtype=np.int32)
         lut[:k] = states
@@ -261,3 +262,93 @@ def mask_near(index, s: int, r: int, ref: Reference, budget: int):
     kept[at[n_gone == ref.counts[at]]] = False  # every token that led there now differs
     succ = np.union1d(ref.succ[kept], new[live])
     return packed, succ.astype(np.int64)
+
+
+class Neighbours:
+    """The walks from a neighbour of one :class:`~hf_constrained.index.TokenIndex`:
+    which state to walk from, and the reference walks kept (bounded).
+
+    The neighbour of a new state is the cheapest, weighted by the tokens under each
+    first byte where the two rows differ, of the references kept and of the state's
+    most common successor; a successor becomes a reference only when it has a
+    lexical region (its own walk is then the region's shared walk plus its exits).
+
+    >>> from hf_constrained.automaton import LazyDFA
+    >>> from hf_constrained.index import TokenIndex
+    >>> from hf_constrained.vocabulary import Vocabulary
+    >>> vocab = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"ab", b"abc", b"xy", None])
+    >>> dfa = LazyDFA.from_patterns([r'"(?:ab|[^"b][^"]*)"'])
+    >>> index = TokenIndex(dfa, vocab, eos_token_ids=[260])
+    >>> s = dfa.walk(dfa.starts[0], b'"a')          # like the body [^"]*, except after "b"
+    >>> packed, succ = index._near.mask(s)
+    >>> index._near.walks, np.array_equal(packed, index._compute_mask(s)[0])
+    (1, True)
+    """
+
+    #: reference walks kept (0.5 MB each for 129k tokens), oldest dropped first
+    REFS = 4
+    #: a neighbour is used when the tokens under the first bytes where its row and the
+    #: state's row differ are at most this share of the vocabulary
+    MAX_SHARE = 0.5
+    #: states whose live first bytes hold less than this share of the vocabulary's
+    #: tokens are walked plainly (sparse: cheaper than looking for a neighbour)
+    MIN_LIVE = 0.25
+    #: trie nodes a walk from a neighbour may visit, as a share of the trie's (plus
+    #: 1,024: the root's children alone are up to 256), before it gives up for the
+    #: plain walk
+    BUDGET = 0.25
+
+    def __init__(self, index):
+        self.index = index
+        self.refs: dict = {}  # state -> Reference, most recently used last
+        self.walks = 0  # masks computed from a neighbour
+        self._weight = None  # per byte class, tokens whose first byte is in it
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def mask(self, q: int):
+        """``(packed bits without EOS, sorted successors)`` of state ``q`` from a
+        neighbour's walk, or None (no neighbour worth it: walk ``q`` plainly)."""
+        index = self.index
+        dfa = index.dfa
+        if not dfa.expanded[q]:
+            with index.lock:
+                dfa.expand(q)
+        layout = PreOrder.shared(index.vocab)
+        w = self._weight
+        if w is None:
+            w = self._weight = np.bincount(dfa.byte_class, weights=layout.first_byte, minlength=dfa.n_classes)
+        row = dfa.table[q]
+        if float(w[row != DEAD].sum()) < self.MIN_LIVE * layout.num_tokens:
+            return None  # a restrictive state: its plain walk is sparse and cheap
+        vals, inv = np.unique(row, return_inverse=True)
+        mass = np.bincount(inv, weights=w)
+        mass[(vals == DEAD) | (vals == q)] = -1
+        top = int(vals[int(np.argmax(mass))]) if mass.max() > 0 else DEAD
+        best, best_cost = DEAD, self.MAX_SHARE * layout.num_tokens
+        with index.lock:  # the references are shared by the threads using this index
+            for r in [*self.refs, top]:
+                if r == DEAD or r == q:
+                    continue
+                if not dfa.expanded[r]:
+                    dfa.expand(r)
+                cost = float(w[row != dfa.table[r]].sum())
+                if cost <= best_cost:
+                    best, best_cost = r, cost
+            if best == DEAD:
+                return None
+            ref = self.refs.pop(best, None)
+            if ref is None:
+                parts = index._region_parts(best)
+                if parts is None:
+                    return None
+                ref = Reference.from_region(layout, *parts, index._bits_width())
+                while len(self.refs) >= self.REFS:
+                    del self.refs[next(iter(self.refs))]
+            self.refs[best] = ref
+        budget = int(self.BUDGET * index.vocab.num_nodes) + 1024 if self.BUDGET > 0 else 0
+        got = mask_near(index, q, best, ref, budget)
+        if got is not None:
+            self.walks += 1
+        return got

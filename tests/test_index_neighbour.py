@@ -215,7 +215,7 @@ def test_budget_and_restrictive_states_fall_back_to_the_plain_walk(deepseek):
     body = dfa.walk(dfa.starts[0], b'{"xyz')
     assert differences(index, q, body, budget=1) is None
     assert differences(index, q, body, budget=10 ** 9) is not None
-    index.NEAR_BUDGET = 0
+    index._near.BUDGET = 0
     plain = TokenIndex(dfa, vocab, [deepseek.eos_token_id])
     plain._near = None
     for s in _prefix_states(dfa, texts[:1]):
@@ -231,7 +231,7 @@ def test_references_are_bounded(deepseek):
     dfa = LazyDFA.from_patterns([schema_to_regex(schema, whitespace="")],
                                 strip_leading_space=vocab.strip_leading_space)
     index = TokenIndex(dfa, vocab, [deepseek.eos_token_id])
-    index.NEAR_REFS = 1
+    index._near.REFS = 1
     for s in _prefix_states(dfa, texts):
         index.bits(s)
     assert len(index._near) == 1 and index.near_walks > 10
