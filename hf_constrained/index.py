@@ -36,17 +36,11 @@ import numpy as np
 from .automaton import DEAD, LazyDFA
 from .counted_region import CountedRegions, CountedWalk
 from .errors import EmptyLanguageError, StateLimitError
-from .neighbour import Neighbours
+from .neighbour import Neighbours, _spans
 from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
 
 from .constraint import FINISHED  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
-
-
-def _spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``range(starts[i], starts[i] + counts[i])`` for all i (vectorised)."""
-    return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-
 
 
 def _parent_relative(trie) -> np.ndarray:

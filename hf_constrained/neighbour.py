@@ -47,7 +47,8 @@ _LAYOUTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``range(starts[i], starts[i] + counts[i])`` for all i."""
+    """Concatenation of ``range(starts[i], starts[i] + counts[i])`` for all i (vectorised;
+    the index's sparse walks use it too)."""
     return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
 
 
