@@ -26,7 +26,7 @@ and start states), probe (the processor's 128-state ``explore``), vocabulary (th
 processor's per-process cached ``Vocabulary``), index (``TokenIndex``) and first mask
 (the start state's mask), and measured whole as ``JSONProcessor(...)`` + its first call.
 The engine's first visits over 1 ms are sorted by cause (DFA states created, dense
-trie walk, lexical region, counted region) and the slowest are listed.
+trie walk, walk from a neighbour, lexical region, counted region) and the slowest are listed.
 """
 
 from __future__ import annotations
@@ -292,7 +292,8 @@ def best(repeats, fresh, run, first=None):
 def engine_walk(regex, ids, vocab, eos, tok=None):
     """Engine level: (phases of the first mask, first-pass masks, steady masks, commits,
     first-pass step details) in ns. Phases: parse, automaton, probe, vocabulary, index,
-    first mask; details per step: (DFA states created, dense trie nodes walked, region)."""
+    first mask; details per step: (DFA states created, dense trie nodes walked, region,
+    walks from a neighbour)."""
     from hf_constrained.automaton import LazyDFA
     from hf_constrained.index import TokenIndex
     from hf_constrained.regex_constraint import _PROBE_STATES
@@ -318,12 +319,13 @@ def engine_walk(regex, ids, vocab, eos, tok=None):
     for pass_times in (first, steady):
         q = np.array([dfa.starts[0]], dtype=np.int64)
         for t in ids + [eos]:
-            n0, d0 = dfa.num_states, index._dense_nodes
+            n0, d0, w0 = dfa.num_states, index._dense_nodes, getattr(index, "near_walks", 0)
             t0 = time.perf_counter_ns()
             bits = index.bits(int(q[0]))
             pass_times.append(_ns(t0))
             if pass_times is first:
-                detail.append((dfa.num_states - n0, index._dense_nodes - d0, _region_kind(index, int(q[0]))))
+                detail.append((dfa.num_states - n0, index._dense_nodes - d0, _region_kind(index, int(q[0])),
+                               getattr(index, "near_walks", 0) - w0))
             if not (bits[t >> 3] >> (t & 7)) & 1:
                 raise AssertionError(f"token {t} of a valid document masked")
             tok_ = np.array([t], dtype=np.int64)
@@ -418,11 +420,12 @@ def slow_visits(first, detail, where, top=8):
     """Lines on the engine's slow first visits: why (DFA states created, dense walk,
     region) and the slowest few."""
     kinds = {}
-    for ns, (new, dense, region) in zip(first, detail):
+    for ns, (new, dense, region, near) in zip(first, detail):
         if ns >= 1e6:
             k = ("creates > 100 DFA states" if new > 100 else "string body (lexical region)" if region == "region"
                  else "counted string (counted region)" if region == "counted"
-                 else "dense trie walk, no region" if dense else "sparse walk")
+                 else "dense trie walk, no region" if dense else "walk from a neighbour" if near
+                 else "sparse walk")
             kinds.setdefault(k, []).append(ns)
     out = [f"**Engine first visits over 1 ms**: {sum(map(len, kinds.values()))} of {len(first)} steps", "",
            "| cause | steps | p50 | max |", "|---|---:|---:|---:|"]
@@ -430,7 +433,8 @@ def slow_visits(first, detail, where, top=8):
     out += ["", "| slowest first visits | step | mask | DFA states created | dense trie nodes | region |",
             "|---|---:|---:|---:|---:|---|"]
     for i in sorted(range(len(first)), key=lambda i: -first[i])[:top]:
-        new, dense, region = detail[i]
+        new, dense, region, near = detail[i]
+        region = region or ("neighbour" if near else "")
         out.append(f"| {where[i][0]} | {where[i][1]} | {fmt(first[i])} | {new} | {dense} | {region} |")
     return out
 

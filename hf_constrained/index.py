@@ -9,6 +9,10 @@ the result is cached as a packed bitmask.
 A state inside a JSON string is walked through its lexical region
 (:mod:`hf_constrained.region`): the tokens that stay in the string body are
 walked once per vocabulary, only those that leave it are walked per state.
+Another permissive state that moves like one of those on most first bytes (a
+state inside a key name, under ``additionalProperties``) takes that state's
+walk and walks again only the subtries where the two differ
+(:mod:`hf_constrained.neighbour`).
 
 >>> from hf_constrained.vocabulary import Vocabulary
 >>> vocab = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"12", b"ab", None])
@@ -32,16 +36,11 @@ import numpy as np
 from .automaton import DEAD, LazyDFA
 from .counted_region import CountedRegions, CountedWalk
 from .errors import EmptyLanguageError, StateLimitError
+from .neighbour import Neighbours, _spans
 from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
 
 from .constraint import FINISHED  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
-
-
-def _spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``range(starts[i], starts[i] + counts[i])`` for all i (vectorised)."""
-    return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-
 
 
 def _parent_relative(trie) -> np.ndarray:
@@ -156,6 +155,7 @@ class TokenIndex:
         self._max_token_bytes = int(vocab.tok_len.max()) + 1 if vocab.size else 1
         self._representative = getattr(dfa, "mask_representative", None)  # a LazyDFA's
         self._counted = CountedRegions(dfa) if isinstance(dfa, LazyDFA) else None
+        self._near = Neighbours(self) if isinstance(dfa, LazyDFA) else None  # see _mask_near
         if not vocab.full_byte_coverage:
             self._compute_token_liveness()
 
@@ -372,6 +372,16 @@ class TokenIndex:
         more_ids, more_states = self._walk_from(v, node_cls, walk.exit_nodes[live], exit_states[live])
         return walk, states, more_ids, more_states
 
+    def _mask_near(self, q: int):
+        """``(packed bits without EOS, successors)`` of ``q`` from a neighbouring
+        state's walk (:class:`hf_constrained.neighbour.Neighbours`), or None."""
+        return self._near.mask(q) if self._near is not None and q > 0 else None
+
+    @property
+    def near_walks(self) -> int:
+        """Masks computed so far from a neighbour's walk."""
+        return self._near.walks if self._near is not None else 0
+
     def _walk_from(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
         """(token id, next state) pairs at and below trie ``nodes`` (ascending, any
         depths) reached in ``states``: a sparse walk, level by level."""
@@ -528,6 +538,14 @@ class TokenIndex:
                 base = walk.packed[width] = np.packbits(region_hit, bitorder="little")
         else:
             base = None
+            near = self._mask_near(q) if self._live is None else None
+            if near is not None:  # a neighbour's mask with the tokens that differ changed
+                packed, succ = near
+                if self.dfa.accepting[q]:
+                    np.bitwise_or.at(packed, self.eos_ids >> 3, (1 << (self.eos_ids & 7)).astype(np.uint8))
+                if not packed.any():
+                    raise StateLimitError(f"internal error: state {q} allows no token")
+                return packed, succ
             ids, nxt = self._walk_all(q) if self._live is None else self._walk_trie(q)
             if self._live is not None:  # covers every reachable state (explored eagerly)
                 keep = self._live[nxt]
