@@ -124,6 +124,7 @@ class _Forest:
         self._first: dict = {}
         self._after: dict = {}
         self._paths: dict = {}
+        self._built = None  # add(): id(subtree) -> its first build (see _copy)
 
     def _node(self, kind, kids=(), nullable=False, lo=0, hi=None, counted=False, trie=-1,
               target=-1) -> int:
@@ -144,17 +145,43 @@ class _Forest:
             self.slot[k] = j
         return nid
 
-    def add(self, tree):
-        """Add one pattern; return its root node, or None if its language is empty."""
-        if tree[0] != "def":
-            return self._build(tree, {})
-        scope: dict = {}  # name -> root of the built definition (None: empty language)
-        for name, body in tree[1]:
-            root = self._build(body, scope)  # always a new node without a parent
-            if root is not None:
-                self.is_def[root] = True
-            scope[name] = root
-        return self._build(tree[2], scope)
+    def add(self, tree, reuse: bool = True):
+        """Add one pattern; return its root node, or None if its language is empty.
+
+        ``reuse``: a subtree object met again (the parser returns one object for a group
+        text it read before) is copied from its first build, not built again."""
+        self._built = {} if reuse else None  # id(subtree) -> (subtree, first node, end, root)
+        try:
+            if tree[0] != "def":
+                return self._build(tree, {})
+            scope: dict = {}  # name -> root of the built definition (None: empty language)
+            for name, body in tree[1]:
+                root = self._build(body, scope)  # always a new node without a parent
+                if root is not None:
+                    self.is_def[root] = True
+                scope[name] = root
+            return self._build(tree[2], scope)
+        finally:
+            self._built = None
+
+    def _copy(self, start: int, end: int, root):
+        """Append a copy of nodes ``start..end-1`` (one subtree's build), as building that
+        subtree again would make them: the same nodes, numbers shifted, its root unparented
+        (names in scope do not change within a pattern, so calls keep their targets)."""
+        off = len(self.kind) - start
+        parent = self.parent[start:end]
+        self.kind.extend(self.kind[start:end])
+        self.kids.extend([tuple([k + off for k in ks]) if ks else ks for ks in self.kids[start:end]])
+        self.parent.extend([p + off if start <= p < end else -1 for p in parent])
+        self.slot.extend([j if start <= p < end else 0 for j, p in zip(self.slot[start:end], parent)])
+        self.nullable.extend(self.nullable[start:end])
+        self.lo.extend(self.lo[start:end])
+        self.hi.extend(self.hi[start:end])
+        self.counted.extend(self.counted[start:end])
+        self.trie.extend(self.trie[start:end])
+        self.target.extend(self.target[start:end])
+        self.is_def.extend([False] * (end - start))
+        return None if root is None else root + off
 
     def _leaf_trie(self, ranges) -> int:
         tid = self._trie_ids.get(ranges)
@@ -178,6 +205,19 @@ class _Forest:
         return tid
 
     def _build(self, node, scope):
+        kind = node[0]
+        built = self._built
+        if built is not None and kind != "cls" and kind != "ref":
+            got = built.get(id(node))
+            if got is not None and got[0] is node:
+                return self._copy(got[1], got[2], got[3])
+            start = len(self.kind)
+            root = self._build_new(node, scope)
+            built[id(node)] = (node, start, len(self.kind), root)
+            return root
+        return self._build_new(node, scope)
+
+    def _build_new(self, node, scope):
         kind = node[0]
         if kind == "ref":
             root = scope[node[1]]
