@@ -88,6 +88,7 @@ def utf8_sequences(ranges: tuple) -> tuple:
 # counter, not a thousand copies, so the work follows what is visited, not the
 # size of the expanded pattern (large JSON Schemas expand to 10^5..10^6 copies).
 _CLS, _CAT, _ALT, _REP, _REF = range(5)
+_NPOS_CAP = 1 << 62  # position counts above this are all "too many"
 END = ("end",)  # the position "the match is complete"
 
 
@@ -119,6 +120,7 @@ class _Forest:
         self.trie: list[int] = []      # leaf -> index into self.tries
         self.target: list[int] = []    # _REF -> root of the called definition
         self.is_def: list[bool] = []   # the root of a shared definition
+        self.npos: list[int] = []      # how many positions the subtree can have (capped)
         self.tries: list[list[list[tuple[int, int, int]]]] = []
         self._trie_ids: dict = {}
         self._first: dict = {}
@@ -140,6 +142,16 @@ class _Forest:
         self.trie.append(trie)
         self.target.append(target)
         self.is_def.append(False)
+        npos = self.npos
+        if kind == _CLS:
+            n = len(self.tries[trie])
+        elif kind == _REF:
+            n = npos[target]
+        elif kind == _REP:
+            n = npos[kids[0]] * ((lo if hi is None else hi) if counted else 1)
+        else:
+            n = sum([npos[k] for k in kids])
+        npos.append(n if n < _NPOS_CAP else _NPOS_CAP)
         for j, k in enumerate(kids):
             self.parent[k] = nid
             self.slot[k] = j
@@ -181,6 +193,7 @@ class _Forest:
         self.trie.extend(self.trie[start:end])
         self.target.extend(self.target[start:end])
         self.is_def.extend([False] * (end - start))
+        self.npos.extend(self.npos[start:end])
         return None if root is None else root + off
 
     def _leaf_trie(self, ranges) -> int:
@@ -392,7 +405,7 @@ class LazyDFA:
         self.max_nfa_states = int(max_nfa_states)
         self.strip_leading_space = bool(strip_leading_space)
         forest = self._forest = _Forest()
-        roots = [forest.add(t) for t in trees]
+        roots = self._roots = [forest.add(t) for t in trees]
         bounds = {0, 256}
         for trie in forest.tries:
             for trs in trie:
@@ -631,6 +644,23 @@ class LazyDFA:
         for s in np.unique(np.asarray(sids)).tolist():
             if not expanded[s]:
                 expand(s)
+
+    def explore_cannot_fail(self, limit: int) -> bool:
+        """Whether :meth:`explore` with this ``limit`` provably raises no :class:`StateLimitError`
+        (then a caller probing for early failure can skip it). It expands at most ``limit``
+        states, each adding at most ``n_classes + 1`` (its row's targets, and the unstripped
+        copy of a start); the patterns have at most ``P`` positions in all (``_Forest.npos``:
+        trie nodes x counter values x calls) and a state holds at most ``P`` of them.
+
+        >>> LazyDFA.from_patterns([r"[a-z]{0,8}"]).explore_cannot_fail(128)
+        True
+        >>> LazyDFA.from_patterns([r"(?:[ab]{0,50}){0,50}c"], max_nfa_states=50).explore_cannot_fail(128)
+        False
+        """
+        positions = 1 + sum(self._forest.npos[r] for r in self._roots if r is not None)  # END too
+        new = int(limit) * (self.n_classes + 1)
+        return (self.num_states + new <= self.max_states and positions <= self.max_nfa_states
+                and self._members + new * positions <= MEMBERS_PER_POSITION * self.max_nfa_states)
 
     def explore(self, limit: int) -> bool:
         """Determinise breadth-first from the starts, at most ``limit`` states.

@@ -828,3 +828,60 @@ def test_follow_sets_keep_their_order(pattern):
     for (nid, ctx, stack), got in list(f._first.items()):
         assert got == _reference_first(f, nid, ctx, stack)
     assert checked > 0 or len(dfa._pos_keys) == 1  # only END: the empty string
+
+
+# ------------------------------------------------------------------ probe bound (issue #12, part 9)
+def _position_bound(dfa) -> int:
+    return 1 + sum(dfa._forest.npos[r] for r in dfa._roots if r is not None)
+
+
+@pytest.mark.parametrize("pattern, positions", [
+    ("(?:ab){3}", 1 + 2 * 3), ("é{2}", 1 + 2 * 2), ("a{3,}", 1 + 3), ("(?:a|bc)*d?", 1 + 4),
+    ("(?(DEFINE)(?P<d0>ab))(?&d0)x(?&d0)", 1 + 2 + 1 + 2),
+    ("(?(DEFINE)(?P<d0>a{2})(?P<d1>(?&d0)b))(?&d1){2}", 1 + (2 + 1) * 2),
+])
+def test_position_bound_is_exact_when_every_position_is_reached(pattern, positions):
+    dfa = LazyDFA.from_patterns([pattern])
+    assert dfa.explore(10_000)
+    assert _position_bound(dfa) == len(dfa._pos_keys) == positions
+
+
+def test_position_bound_holds_and_skipped_probes_cannot_fail():
+    """``explore_cannot_fail`` (the constructor skips its probe when it says True): the bound
+    is never below the positions a full walk makes, and where it says True under small
+    limits, the probe indeed does not raise."""
+    rng = random.Random(31)
+    pieces = ["a", "b", "[a-c]", "é", "[^a]", "(?:ab|c)", "(?:a{0,3}b)", "x"]
+    quants = ["", "", "*", "+", "?", "{2}", "{0,4}", "{3,}", "{2,5}"]
+    skipped = 0
+    for _ in range(300):
+        pattern = "".join(rng.choice(pieces) + rng.choice(quants) for _ in range(rng.randint(1, 5)))
+        if rng.random() < 0.3:
+            pattern = "(?(DEFINE)(?P<d0>" + rng.choice(pieces) + rng.choice(quants) + "))" + pattern + "(?&d0)"
+        dfa = LazyDFA.from_patterns([pattern])
+        if dfa.explore(3000):
+            assert len(dfa._pos_keys) <= _position_bound(dfa), pattern
+        kwargs = {"max_states": rng.choice([5, 50, 500, 5000, 200_000]),
+                  "max_nfa_states": rng.choice([10, 100, 1000, 10_000, 1_000_000])}
+        dfa = LazyDFA.from_patterns([pattern], **kwargs)
+        limit = min(kwargs["max_states"] + 1, 128)
+        if dfa.explore_cannot_fail(limit):
+            skipped += 1
+            dfa.explore(limit)  # must not raise
+    assert skipped > 20
+
+
+def test_constructor_skips_only_a_probe_that_cannot_fail(deepseek):
+    from hf_constrained import RegexProcessor, schema_to_regex
+
+    schema = {"type": "object", "properties": {k: {"type": "string"} for k in "abcdefgh"}}
+    regex = schema_to_regex(schema)
+    probed = LazyDFA.from_patterns([regex])
+    probed.explore(128)
+    assert probed.num_states > 128  # what the probe determinises
+    proc = RegexProcessor(regex, deepseek, cache_dir=False)
+    assert proc.dfa.num_states < probed.num_states  # skipped: the bound proves it cannot fail
+    assert proc.dfa.explore_cannot_fail(128)
+    # the same pattern under limits it could break: probed, and it fails at construction
+    with pytest.raises(StateLimitError, match="max_states=100"):
+        RegexProcessor(regex, deepseek, cache_dir=False, max_states=100)
