@@ -88,7 +88,6 @@ def utf8_sequences(ranges: tuple) -> tuple:
 # counter, not a thousand copies, so the work follows what is visited, not the
 # size of the expanded pattern (large JSON Schemas expand to 10^5..10^6 copies).
 _CLS, _CAT, _ALT, _REP, _REF = range(5)
-_NPOS_CAP = 1 << 62  # position counts above this are all "too many"
 END = ("end",)  # the position "the match is complete"
 
 
@@ -120,13 +119,11 @@ class _Forest:
         self.trie: list[int] = []      # leaf -> index into self.tries
         self.target: list[int] = []    # _REF -> root of the called definition
         self.is_def: list[bool] = []   # the root of a shared definition
-        self.npos: list[int] = []      # how many positions the subtree can have (capped)
         self.tries: list[list[list[tuple[int, int, int]]]] = []
         self._trie_ids: dict = {}
         self._first: dict = {}
         self._after: dict = {}
         self._paths: dict = {}
-        self._built = None  # add(): id(subtree) -> its first build (see _copy)
 
     def _node(self, kind, kids=(), nullable=False, lo=0, hi=None, counted=False, trie=-1,
               target=-1) -> int:
@@ -142,59 +139,22 @@ class _Forest:
         self.trie.append(trie)
         self.target.append(target)
         self.is_def.append(False)
-        npos = self.npos
-        if kind == _CLS:
-            n = len(self.tries[trie])
-        elif kind == _REF:
-            n = npos[target]
-        elif kind == _REP:
-            n = npos[kids[0]] * ((lo if hi is None else hi) if counted else 1)
-        else:
-            n = sum([npos[k] for k in kids])
-        npos.append(n if n < _NPOS_CAP else _NPOS_CAP)
         for j, k in enumerate(kids):
             self.parent[k] = nid
             self.slot[k] = j
         return nid
 
-    def add(self, tree, reuse: bool = True):
-        """Add one pattern; return its root node, or None if its language is empty.
-
-        ``reuse``: a subtree object met again (the parser returns one object for a group
-        text it read before) is copied from its first build, not built again."""
-        self._built = {} if reuse else None  # id(subtree) -> (subtree, first node, end, root)
-        try:
-            if tree[0] != "def":
-                return self._build(tree, {})
-            scope: dict = {}  # name -> root of the built definition (None: empty language)
-            for name, body in tree[1]:
-                root = self._build(body, scope)  # always a new node without a parent
-                if root is not None:
-                    self.is_def[root] = True
-                scope[name] = root
-            return self._build(tree[2], scope)
-        finally:
-            self._built = None
-
-    def _copy(self, start: int, end: int, root):
-        """Append a copy of nodes ``start..end-1`` (one subtree's build), as building that
-        subtree again would make them: the same nodes, numbers shifted, its root unparented
-        (names in scope do not change within a pattern, so calls keep their targets)."""
-        off = len(self.kind) - start
-        parent = self.parent[start:end]
-        self.kind.extend(self.kind[start:end])
-        self.kids.extend([tuple([k + off for k in ks]) if ks else ks for ks in self.kids[start:end]])
-        self.parent.extend([p + off if start <= p < end else -1 for p in parent])
-        self.slot.extend([j if start <= p < end else 0 for j, p in zip(self.slot[start:end], parent)])
-        self.nullable.extend(self.nullable[start:end])
-        self.lo.extend(self.lo[start:end])
-        self.hi.extend(self.hi[start:end])
-        self.counted.extend(self.counted[start:end])
-        self.trie.extend(self.trie[start:end])
-        self.target.extend(self.target[start:end])
-        self.is_def.extend([False] * (end - start))
-        self.npos.extend(self.npos[start:end])
-        return None if root is None else root + off
+    def add(self, tree):
+        """Add one pattern; return its root node, or None if its language is empty."""
+        if tree[0] != "def":
+            return self._build(tree, {})
+        scope: dict = {}  # name -> root of the built definition (None: empty language)
+        for name, body in tree[1]:
+            root = self._build(body, scope)  # always a new node without a parent
+            if root is not None:
+                self.is_def[root] = True
+            scope[name] = root
+        return self._build(tree[2], scope)
 
     def _leaf_trie(self, ranges) -> int:
         tid = self._trie_ids.get(ranges)
@@ -218,19 +178,6 @@ class _Forest:
         return tid
 
     def _build(self, node, scope):
-        kind = node[0]
-        built = self._built
-        if built is not None and kind != "cls" and kind != "ref":
-            got = built.get(id(node))
-            if got is not None and got[0] is node:
-                return self._copy(got[1], got[2], got[3])
-            start = len(self.kind)
-            root = self._build_new(node, scope)
-            built[id(node)] = (node, start, len(self.kind), root)
-            return root
-        return self._build_new(node, scope)
-
-    def _build_new(self, node, scope):
         kind = node[0]
         if kind == "ref":
             root = scope[node[1]]
@@ -269,6 +216,30 @@ class _Forest:
             return k
         counted = (hi is not None and hi >= 2) or (hi is None and lo >= 2)
         return self._node(_REP, (k,), nullable=lo == 0, lo=lo, hi=hi, counted=counted)
+
+    def positions_over(self, roots, cap: int) -> bool:
+        """Whether the patterns at ``roots`` can have more than ``cap`` positions: every
+        (leaf, trie node, counter values, calls) that :meth:`valid_position` accepts, counted
+        by one walk that multiplies by each counter's values and enters a definition per call;
+        it stops as soon as the count passes ``cap``."""
+        kind, kids, tries, trie = self.kind, self.kids, self.tries, self.trie
+        total, todo = 0, [(r, 1) for r in roots if r is not None]
+        while todo:
+            nid, mult = todo.pop()
+            k = kind[nid]
+            if k == _CLS:
+                total += len(tries[trie[nid]]) * mult
+                if total > cap:
+                    return True
+            elif k == _REF:
+                todo.append((self.target[nid], mult))
+            elif k == _REP:
+                if self.counted[nid]:
+                    mult *= self.lo[nid] if self.hi[nid] is None else self.hi[nid]
+                todo.append((kids[nid][0], mult))
+            else:
+                todo.extend([(c, mult) for c in kids[nid]])
+        return False
 
     def valid_position(self, leaf: int, k: int, ctx: tuple, stack: tuple = ()) -> bool:
         """Whether ``(leaf, k, ctx, stack)`` is a position of these trees (for cache files)."""
@@ -649,18 +620,21 @@ class LazyDFA:
         """Whether :meth:`explore` with this ``limit`` provably raises no :class:`StateLimitError`
         (then a caller probing for early failure can skip it). It expands at most ``limit``
         states, each adding at most ``n_classes + 1`` (its row's targets, and the unstripped
-        copy of a start); the patterns have at most ``P`` positions in all (``_Forest.npos``:
-        trie nodes x counter values x calls) and a state holds at most ``P`` of them.
+        copy of a start); the patterns have at most ``P`` positions in all, END included
+        (:meth:`_Forest.positions_over`: trie nodes x counter values x calls), and a state
+        holds at most ``P`` of them. False is always safe (the caller probes).
 
         >>> LazyDFA.from_patterns([r"[a-z]{0,8}"]).explore_cannot_fail(128)
         True
         >>> LazyDFA.from_patterns([r"(?:[ab]{0,50}){0,50}c"], max_nfa_states=50).explore_cannot_fail(128)
         False
         """
-        positions = 1 + sum(self._forest.npos[r] for r in self._roots if r is not None)  # END too
         new = int(limit) * (self.n_classes + 1)
-        return (self.num_states + new <= self.max_states and positions <= self.max_nfa_states
-                and self._members + new * positions <= MEMBERS_PER_POSITION * self.max_nfa_states)
+        if self.num_states + new > self.max_states:
+            return False
+        cap = min(self.max_nfa_states, (MEMBERS_PER_POSITION * self.max_nfa_states - self._members) // new) - 1
+        # (a shortcut: over half the nodes are leaves, so a larger forest would not fit)
+        return cap >= 0 and len(self._forest.kind) <= 2 * cap and not self._forest.positions_over(self._roots, cap)
 
     def explore(self, limit: int) -> bool:
         """Determinise breadth-first from the starts, at most ``limit`` states.

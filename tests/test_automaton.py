@@ -832,7 +832,14 @@ def test_follow_sets_keep_their_order(pattern):
 
 # ------------------------------------------------------------------ probe bound (issue #12, part 9)
 def _position_bound(dfa) -> int:
-    return 1 + sum(dfa._forest.npos[r] for r in dfa._roots if r is not None)
+    """The smallest cap ``positions_over`` is False for, plus END."""
+    lo, hi = 0, 1
+    while dfa._forest.positions_over(dfa._roots, hi):
+        hi *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if dfa._forest.positions_over(dfa._roots, mid) else (lo, mid)
+    return 1 + lo
 
 
 @pytest.mark.parametrize("pattern, positions", [

@@ -1,9 +1,8 @@
 """The construction-speed shortcuts of issue #12 give exactly what the plain code gives:
 the regex parser's literal runs, escaped punctuation and class-text cache (same trees as
 the general path, checked against ``re``), its group-text cache (the same trees and errors as
-a parser without it), the forest's copies of a subtree met again (the same nodes as building
-it again), and ``LazyDFA.explore``, the constructor's probe (the same states, in the same
-order, as the textbook breadth-first walk)."""
+a parser without it), and ``LazyDFA.explore``, the constructor's probe (the same states, in
+the same order, as the textbook breadth-first walk)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import re
 import pytest
 from pathlib import Path
 
-from hf_constrained.automaton import LazyDFA, _Forest
+from hf_constrained.automaton import LazyDFA
 from hf_constrained.errors import RegexSyntaxError, StateLimitError
 from hf_constrained.regex_parser import _CLASS_CACHE, _Parser, parse
 
@@ -137,18 +136,12 @@ def test_explore_raises_where_the_textbook_walk_raises():
 # ------------------------------------------------------------------ repeated groups (part 9)
 GROUPS = ["(?:a|bc)", "(?:[0-9]+(?:\\.[0-9]+)?)", "(x(?:y|z)*)", "(?:\\((?:a|\\)))", "(?:[()]|\\[)",
           "(?:[]()]b)", "(?:(?#(()a)", "(?:a{2,3}|(?:b|c){,2})", "(?:)"]
-FOREST = "kind kids parent slot nullable lo hi counted trie target is_def tries".split()
 
 
 def _plain_parse(pattern: str):
     parser = _Parser(pattern, groups=False)
     parser.subroutines = True
     return parser.parse()
-
-
-def _plain_forest(tree):
-    forest = _Forest()
-    return forest, forest.add(tree, reuse=False)
 
 
 def _repeated_group_patterns(rng: random.Random, n: int) -> list:
@@ -163,16 +156,7 @@ def _repeated_group_patterns(rng: random.Random, n: int) -> list:
     return out
 
 
-def _same_forest(tree):
-    forest = _Forest()
-    root = forest.add(tree)
-    plain, plain_root = _plain_forest(tree)
-    assert root == plain_root
-    for f in FOREST:
-        assert getattr(forest, f) == getattr(plain, f), f
-
-
-def test_group_cache_and_forest_copies_match_the_plain_code():
+def test_group_cache_matches_the_plain_parser():
     rng = random.Random(9)
     words = _words(rng, 200) + ["ab" * k for k in range(4)] + ["1.5", "x", "xyz", "bcbc"]
     for pattern in _repeated_group_patterns(rng, 400):
@@ -185,7 +169,6 @@ def test_group_cache_and_forest_copies_match_the_plain_code():
             continue
         tree = parse(pattern)
         assert tree == expected, pattern
-        _same_forest(tree)
         if "(?(DEFINE)" not in pattern:
             compiled, dfa = re.compile(pattern), LazyDFA([tree])
             for w in words:
@@ -209,9 +192,9 @@ def test_group_cache_keeps_errors():
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"JSONSchemaBench corpus not found at {CORPUS}")
-def test_group_cache_and_forest_copies_on_corpus_regexes():
+def test_group_cache_on_corpus_regexes():
     """The first corpus schemas' regexes (shared definitions, as JSONProcessor makes them):
-    the same trees and forests as without the shortcuts, and the shortcuts are taken."""
+    the same trees as without the cache, and the cache is used."""
     import json
     import warnings
 
@@ -231,7 +214,6 @@ def test_group_cache_and_forest_copies_on_corpus_regexes():
         parser.subroutines = True
         tree = parser.parse()
         assert tree == _plain_parse(regex), path
-        _same_forest(tree)
         hits += len(parser._groups) < regex.count("(")
         checked += 1
     assert checked >= 20 and hits >= checked // 2, (checked, hits)
