@@ -13,8 +13,7 @@ that ``schema_to_regex`` accepts (round-robin over its eight datasets, file orde
   untimed construction first);
 * the cold phases, measured apart: convert (``schema_to_regex``, shared=True as
   ``JSONProcessor`` does), parse (``regex_parser.parse``), automaton (``LazyDFA``),
-  probe (``RegexConstraint``'s 128-state ``explore``, skipped where ``explore_cannot_fail``
-  proves it cannot raise), index (``TokenIndex``), first
+  probe (``RegexConstraint``'s 128-state ``explore``), index (``TokenIndex``), first
   mask (the start states' masks, as the processor's warm-up computes them) and the
   first call; "rest" is cold minus their sum (vocabulary lookup, keys, locks...).
 
@@ -125,8 +124,7 @@ def phases(schema, tok, width) -> tuple:
     t.append(_clock())
     dfa = LazyDFA([tree], strip_leading_space=vocab.strip_leading_space)
     t.append(_clock())
-    if not dfa.explore_cannot_fail(_PROBE_STATES):  # as RegexConstraint: skipped when it cannot fail
-        dfa.explore(_PROBE_STATES)
+    dfa.explore(_PROBE_STATES)
     t.append(_clock())
     index = TokenIndex(dfa, vocab, list(eos), pad_token_id=tok.pad_token_id)
     t.append(_clock())

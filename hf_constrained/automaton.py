@@ -217,30 +217,6 @@ class _Forest:
         counted = (hi is not None and hi >= 2) or (hi is None and lo >= 2)
         return self._node(_REP, (k,), nullable=lo == 0, lo=lo, hi=hi, counted=counted)
 
-    def positions_over(self, roots, cap: int) -> bool:
-        """Whether the patterns at ``roots`` can have more than ``cap`` positions: every
-        (leaf, trie node, counter values, calls) that :meth:`valid_position` accepts, counted
-        by one walk that multiplies by each counter's values and enters a definition per call;
-        it stops as soon as the count passes ``cap``."""
-        kind, kids, tries, trie = self.kind, self.kids, self.tries, self.trie
-        total, todo = 0, [(r, 1) for r in roots if r is not None]
-        while todo:
-            nid, mult = todo.pop()
-            k = kind[nid]
-            if k == _CLS:
-                total += len(tries[trie[nid]]) * mult
-                if total > cap:
-                    return True
-            elif k == _REF:
-                todo.append((self.target[nid], mult))
-            elif k == _REP:
-                if self.counted[nid]:
-                    mult *= self.lo[nid] if self.hi[nid] is None else self.hi[nid]
-                todo.append((kids[nid][0], mult))
-            else:
-                todo.extend([(c, mult) for c in kids[nid]])
-        return False
-
     def valid_position(self, leaf: int, k: int, ctx: tuple, stack: tuple = ()) -> bool:
         """Whether ``(leaf, k, ctx, stack)`` is a position of these trees (for cache files)."""
         if not (0 <= leaf < len(self.kind)) or self.kind[leaf] != _CLS:
@@ -376,7 +352,7 @@ class LazyDFA:
         self.max_nfa_states = int(max_nfa_states)
         self.strip_leading_space = bool(strip_leading_space)
         forest = self._forest = _Forest()
-        roots = self._roots = [forest.add(t) for t in trees]
+        roots = [forest.add(t) for t in trees]
         bounds = {0, 256}
         for trie in forest.tries:
             for trs in trie:
@@ -615,26 +591,6 @@ class LazyDFA:
         for s in np.unique(np.asarray(sids)).tolist():
             if not expanded[s]:
                 expand(s)
-
-    def explore_cannot_fail(self, limit: int) -> bool:
-        """Whether :meth:`explore` with this ``limit`` provably raises no :class:`StateLimitError`
-        (then a caller probing for early failure can skip it). It expands at most ``limit``
-        states, each adding at most ``n_classes + 1`` (its row's targets, and the unstripped
-        copy of a start); the patterns have at most ``P`` positions in all, END included
-        (:meth:`_Forest.positions_over`: trie nodes x counter values x calls), and a state
-        holds at most ``P`` of them. False is always safe (the caller probes).
-
-        >>> LazyDFA.from_patterns([r"[a-z]{0,8}"]).explore_cannot_fail(128)
-        True
-        >>> LazyDFA.from_patterns([r"(?:[ab]{0,50}){0,50}c"], max_nfa_states=50).explore_cannot_fail(128)
-        False
-        """
-        new = int(limit) * (self.n_classes + 1)
-        if self.num_states + new > self.max_states:
-            return False
-        cap = min(self.max_nfa_states, (MEMBERS_PER_POSITION * self.max_nfa_states - self._members) // new) - 1
-        # (a shortcut: over half the nodes are leaves, so a larger forest would not fit)
-        return cap >= 0 and len(self._forest.kind) <= 2 * cap and not self._forest.positions_over(self._roots, cap)
 
     def explore(self, limit: int) -> bool:
         """Determinise breadth-first from the starts, at most ``limit`` states.

@@ -67,11 +67,8 @@ class RegexConstraint(Constraint):
                                          strip_leading_space=vocab.strip_leading_space
                                          if strip_leading_space is None else bool(strip_leading_space))
         # Probe the first states now so a pattern whose automaton is immediately
-        # larger than max_states fails at construction, not inside generate(); skipped
-        # where the automaton's size bounds prove the probe cannot fail (most JSON regexes).
-        probe = min(int(max_states) + 1, _PROBE_STATES)
-        if not self.dfa.explore_cannot_fail(probe):
-            self.dfa.explore(probe)
+        # larger than max_states fails at construction, not inside generate().
+        self.dfa.explore(min(int(max_states) + 1, _PROBE_STATES))
         self.index = TokenIndex(self.dfa, vocab, self.eos_token_ids.tolist(), pad_token_id=pad_token_id)
         self._lock = self.index.lock
         start_of = {p: s for p, s in zip(self.distinct, self.dfa.starts)}
