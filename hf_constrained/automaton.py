@@ -144,6 +144,22 @@ class _Forest:
             self.slot[k] = j
         return nid
 
+    def _leaf(self, trie: int) -> int:
+        """``_node(_CLS, trie=trie)`` without the keyword and child handling (most nodes are leaves)."""
+        nid = len(self.kind)
+        self.kind.append(_CLS)
+        self.kids.append(())
+        self.parent.append(-1)
+        self.slot.append(0)
+        self.nullable.append(False)
+        self.lo.append(0)
+        self.hi.append(None)
+        self.counted.append(False)
+        self.trie.append(trie)
+        self.target.append(-1)
+        self.is_def.append(False)
+        return nid
+
     def add(self, tree):
         """Add one pattern; return its root node, or None if its language is empty."""
         if tree[0] != "def":
@@ -183,11 +199,11 @@ class _Forest:
             root = scope[node[1]]
             if root is None:
                 return None
-            return self._node(_REF, nullable=self.nullable[root], target=root)
+            return self._node(_REF, (), self.nullable[root], 0, None, False, -1, root)
         if kind == "cls":
             if not node[1]:
                 return None
-            return self._node(_CLS, trie=self._leaf_trie(node[1]))
+            return self._leaf(self._leaf_trie(node[1]))
         if kind == "cat":
             kids = []
             for item in node[1]:
@@ -198,24 +214,24 @@ class _Forest:
                     kids.append(k)
             if len(kids) == 1:
                 return kids[0]
-            return self._node(_CAT, kids, nullable=all(self.nullable[k] for k in kids))
+            return self._node(_CAT, kids, all([self.nullable[k] for k in kids]))
         if kind == "alt":
             kids = [k for k in (self._build(item, scope) for item in node[1]) if k is not None]
             if not kids:
                 return None
             if len(kids) == 1:
                 return kids[0]
-            return self._node(_ALT, kids, nullable=any(self.nullable[k] for k in kids))
+            return self._node(_ALT, kids, any([self.nullable[k] for k in kids]))
         _, item, lo, hi = node
         k = self._build(item, scope)
         if k is None or hi == 0:
-            return self._node(_CAT, nullable=True) if lo == 0 else None
+            return self._node(_CAT, (), True) if lo == 0 else None
         if self.nullable[k]:
             lo = 0  # empty copies can make up any minimum: only non-empty copies are counted
         if lo == 1 and hi == 1:
             return k
         counted = (hi is not None and hi >= 2) or (hi is None and lo >= 2)
-        return self._node(_REP, (k,), nullable=lo == 0, lo=lo, hi=hi, counted=counted)
+        return self._node(_REP, (k,), lo == 0, lo, hi, counted)
 
     def valid_position(self, leaf: int, k: int, ctx: tuple, stack: tuple = ()) -> bool:
         """Whether ``(leaf, k, ctx, stack)`` is a position of these trees (for cache files)."""

@@ -66,6 +66,9 @@ _ESCAPED_LITERAL = frozenset("!\"#%&'()*+,-./:;<=>?@[\\]^_`{|}~ $")
 _CLASS_TEXT = re.compile(r"\[\^?\]?(?:[^\\\]]|\\.)*\]", re.S)
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _CACHE_MAX = 4096
+# one step of the scan for group ends: anything up to and including the next parenthesis
+# outside escapes and classes (possessive: a failed step fails at once, never backtracks)
+_TO_PAREN = re.compile(r"(?:[^()\\\[]++|\\.|\[\^?\]?(?:[^\]\\]++|\\.)*+\])*+[()]", re.S)
 _CLASS_CACHE: dict = {}  # class text -> ranges, for parsers without shorthand overrides
 _LITERALS: dict = {}     # code point -> ("cls", ranges)
 
@@ -140,9 +143,13 @@ _SIMPLE_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
 
 
 class _Parser:
-    def __init__(self, pattern: str, classes=None):
+    def __init__(self, pattern: str, classes=None, groups: bool = True):
         self.p = pattern
         self.i = 0
+        # group text -> (tree, deepest nesting it was parsed at): a JSON regex repeats whole
+        # groups (a string value's body, a number) hundreds of times; None: off
+        self._groups: dict | None = {} if groups else None
+        self._ends: dict | None = None  # "(" position -> the position after its ")" (a guess)
         self.depth = 0
         self.names: set = set()
         self.classes = classes or {}
@@ -395,8 +402,38 @@ class _Parser:
         m = _COUNTED.match(self.p, self.i)
         return bool(m) and not (m.group(1) == "" and m.group(2) == "")
 
+    def _group_ends(self) -> dict:
+        """Where each group seems to end, by one scan of escapes, classes and parentheses. Only
+        a guess (comments, malformed text): a cached group is taken only where its exact text
+        stands, and the scan stops at the first place it cannot read."""
+        ends, opened, i, p = {}, [], 0, self.p
+        while True:
+            m = _TO_PAREN.match(p, i)
+            if m is None:
+                return ends
+            i = m.end()
+            if p[i - 1] == "(":
+                opened.append(i - 1)
+            elif opened:
+                ends[opened.pop()] = i
+
     def group(self):
         pos = self.i
+        cache = self._groups
+        if cache:
+            # the same text parses to the same tree anywhere: a group's parse reads nothing
+            # after its ")", names are never cached, calls only refer to earlier definitions
+            # (those stay defined), and the nesting limit holds at no deeper a level
+            ends = self._ends
+            if ends is None:
+                ends = self._ends = self._group_ends()
+            end = ends.get(pos)
+            if end is not None:
+                got = cache.get(self.p[pos:end])
+                if got is not None and self.depth <= got[1]:
+                    self.i = end
+                    return got[0]
+        names = len(self.names)
         self.i += 1
         if self.peek() == "?":
             kind = self.p[self.i : self.i + 4]
@@ -442,6 +479,8 @@ class _Parser:
         if self.peek() != ")":
             self.error("missing ), unterminated subpattern", pos)
         self.i += 1
+        if cache is not None and len(self.names) == names:  # no named group inside
+            cache[self.p[pos:self.i]] = (inner, self.depth)
         return inner
 
     def escape(self, in_class: bool):

@@ -743,6 +743,75 @@ def test_large_non_recursive_stays_on_the_regex_route(local_tok):
     assert proc.patterns[0] == schema_to_regex(_layered(False), shared=True)
 
 
+def _count_conversions(monkeypatch) -> list:
+    """Every converter made (the regex route's, schema_rules' and the route check's) appends."""
+    from hf_constrained.json_schema.converter import _Converter
+
+    made, init = [], _Converter.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(type(self).__name__)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(_Converter, "__init__", counting)
+    return made
+
+
+NO_RULES = [{"type": "integer", "maximum": 9},
+            {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}, "b": {"enum": [1, "x"]}},
+             "required": ["a"], "additionalProperties": False},
+            {"$defs": {"p": {"type": "array", "items": {"type": "number"}, "maxItems": 2}},
+             "type": "object", "properties": {"x": {"$ref": "#/$defs/p"}, "y": {"$ref": "#/$defs/p"}},
+             "additionalProperties": False}]
+
+
+@pytest.mark.parametrize("k", range(len(NO_RULES) + 1))
+def test_regex_route_converts_once(k, monkeypatch, local_tok):
+    """max_recursion_depth=None, a schema with neither recursion nor free-form values: one
+    conversion (it used to convert twice: schema_rules, then schema_to_regex), the same regex."""
+    schema = NO_RULES[k] if k < len(NO_RULES) else _layered(False)
+    expected = schema_to_regex(schema, shared=True)
+    made = _count_conversions(monkeypatch)
+    proc = JSONProcessor(schema, local_tok, max_recursion_depth=None, cache_dir=False)
+    assert isinstance(proc.constraint, RegexConstraint)
+    assert proc.patterns == [expected]
+    assert len(made) == 1, made
+    made.clear()
+    assert JSONProcessor(schema, local_tok, cache_dir=False).patterns == [expected]  # the default route
+    assert len(made) == 1, made
+
+
+@pytest.mark.parametrize("schema", [TREE, LINKED, MUTUAL, NESTED, OPTIONAL, {"type": "object"},
+                                    {"type": "array", "items": {"type": "array"}},
+                                    {"properties": {"a": {}}, "required": ["a"]},
+                                    _layered(True)], ids=lambda s: json.dumps(s)[:40])
+def test_route_check_stops_at_recursion_and_free_form_values(schema, monkeypatch, local_tok):
+    """The route check gives up at a recursive $ref or a free-form value (schema_rules then makes
+    the grammar, as before); without that stop these would wrongly stay on the regex route."""
+    from hf_constrained.json_schema.recursive import _regex_unless_rules
+
+    assert schema_rules(schema).recursive
+    assert _regex_unless_rules(schema, None, False) is None
+    made = _count_conversions(monkeypatch)
+    proc = JSONProcessor(schema, local_tok, max_recursion_depth=None, cache_dir=False)
+    assert isinstance(proc.constraint, GrammarConstraint)
+    assert made[0] == "_RegexUnlessRules" and "_RuleConverter" in made and "_Converter" not in made
+
+
+def test_route_check_leaves_errors_to_schema_rules(monkeypatch, local_tok):
+    """An error in the route check is not raised from there: schema_rules reports it, worded as before."""
+    for schema, needle in [({"const": "\U00100005"}, "Private Use Area-B"),
+                           ({"type": "integer", "minimum": 5, "maximum": 1}, "no JSON value"),
+                           ({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}, "required": ["a"]},
+                            "nowhere")]:
+        with pytest.raises(SchemaError) as before:
+            schema_rules(schema)
+        assert needle in str(before.value)
+        with pytest.raises(SchemaError) as now:
+            JSONProcessor(schema, local_tok, max_recursion_depth=None, cache_dir=False)
+        assert str(now.value) == str(before.value)
+
+
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"JSONSchemaBench corpus not found at {CORPUS}")
 def test_corpus_schema_refused_for_size_before():
     """Github_hard/o43046 (recursive through /definitions/item): its rules without shared

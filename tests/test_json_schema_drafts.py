@@ -292,3 +292,54 @@ def test_json_processor_passes_strict(local_tok):
     JSONProcessor(schema, local_tok)
     with pytest.raises(SchemaError, match="'javaType' at /javaType"):
         JSONProcessor(schema, local_tok, strict=True)
+
+
+def test_edit_distance_cut_off_is_exact():
+    """The distance stops early once two rows reach the cap (issue #12, part 9): the same
+    values as the full optimal-string-alignment table, for near and far words."""
+    import random
+
+    from hf_constrained.json_schema.drafts import _edit_distance
+
+    def full(a, b):
+        d = [[max(i, j) if min(i, j) == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+        for i in range(1, len(a) + 1):
+            for j in range(1, len(b) + 1):
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+                if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                    d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+        return d[-1][-1]
+
+    rng = random.Random(5)
+    words = ["additionalProperties", "minLength", "maxLength", "patternProperties", "items", "$ref"]
+    for _ in range(1500):
+        a = rng.choice(words) if rng.random() < 0.5 else "".join(rng.choice("abcmin") for _ in range(rng.randint(0, 12)))
+        b = list(rng.choice(words))
+        for _ in range(rng.randint(0, 4)):  # a few random edits
+            k = rng.randrange(len(b) + 1)
+            op = rng.randrange(3)
+            if op == 0:
+                b.insert(k, rng.choice("abcmin"))
+            elif b and k < len(b):
+                b[k:k + 1] = [] if op == 1 else [rng.choice("abcmin")]
+        b = "".join(b)
+        for cap in (1, 2, 3, 5):
+            assert _edit_distance(a, b, cap) == min(full(a, b), cap), (a, b, cap)
+
+
+_SUITE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "json-schema-test-suite"
+
+
+@pytest.mark.skipif(not _SUITE.is_dir(), reason=f"JSON-Schema-Test-Suite not found at {_SUITE}")
+def test_nested_is_the_walk_without_pointers():
+    """``_nested`` (the converter's and keep_ref_targets' whole-schema loop, issue #12 part 9)
+    gives the same subschema objects in the same order as the generator walk."""
+    from hf_constrained.json_schema.schemas import _nested, _walk
+
+    n = 0
+    for path in sorted(_SUITE.glob("draft*/*.json")):
+        for case in json.loads(path.read_text(encoding="utf-8")):
+            got, want = _nested(case["schema"]), [s for s, _ in _walk(case["schema"])]
+            assert len(got) == len(want) and all(a is b for a, b in zip(got, want)), (path, case["description"])
+            n += len(got)
+    assert n > 3000

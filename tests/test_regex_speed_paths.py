@@ -1,7 +1,8 @@
 """The construction-speed shortcuts of issue #12 give exactly what the plain code gives:
 the regex parser's literal runs, escaped punctuation and class-text cache (same trees as
-the general path, checked against ``re``), and ``LazyDFA.explore``, the constructor's
-probe (the same states, in the same order, as the textbook breadth-first walk)."""
+the general path, checked against ``re``), its group-text cache (the same trees and errors as
+a parser without it), and ``LazyDFA.explore``, the constructor's probe (the same states, in
+the same order, as the textbook breadth-first walk)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import random
 import re
 
 import pytest
+from pathlib import Path
 
 from hf_constrained.automaton import LazyDFA
 from hf_constrained.errors import RegexSyntaxError, StateLimitError
 from hf_constrained.regex_parser import _CLASS_CACHE, _Parser, parse
 
+CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "jsonschemabench"
 PIECES = ["a", "b", "ab", "\\.", "\\-", "\\\\", "\\{", "[a-c]", "[^a]", "[]a]", "[^]b]", "[\\]a]",
           "[\\x41-\\x43]", "[\\d.]", "(?:a|b)", "(?#c)", "{", "}", "]", "a{2}", "a{,}", "é", "\\u00e9"]
 QUANTS = ["", "", "*", "+", "?", "{2}", "{1,3}", "*?", "{,2}"]
@@ -128,3 +131,89 @@ def test_explore_raises_where_the_textbook_walk_raises():
         with pytest.raises(StateLimitError) as eb:
             _textbook_explore(LazyDFA.from_patterns([r"(?:[ab]{0,9}){0,9}c(a|b)*a(a|b){8}"], **kwargs), 128)
         assert str(ea.value) == str(eb.value)
+
+
+# ------------------------------------------------------------------ repeated groups (part 9)
+GROUPS = ["(?:a|bc)", "(?:[0-9]+(?:\\.[0-9]+)?)", "(x(?:y|z)*)", "(?:\\((?:a|\\)))", "(?:[()]|\\[)",
+          "(?:[]()]b)", "(?:(?#(()a)", "(?:a{2,3}|(?:b|c){,2})", "(?:)"]
+
+
+def _plain_parse(pattern: str):
+    parser = _Parser(pattern, groups=False)
+    parser.subroutines = True
+    return parser.parse()
+
+
+def _repeated_group_patterns(rng: random.Random, n: int) -> list:
+    out = []
+    for _ in range(n):
+        parts = [rng.choice(GROUPS) + rng.choice(QUANTS) if rng.random() < 0.7 else _random_pattern(rng)
+                 for _ in range(rng.randint(2, 7))]
+        body = "".join(parts)
+        if rng.random() < 0.3:
+            body = "(?(DEFINE)(?P<d0>" + rng.choice(GROUPS) + "))" + body + "(?&d0)"
+        out.append(body)
+    return out
+
+
+def test_group_cache_matches_the_plain_parser():
+    rng = random.Random(9)
+    words = _words(rng, 200) + ["ab" * k for k in range(4)] + ["1.5", "x", "xyz", "bcbc"]
+    for pattern in _repeated_group_patterns(rng, 400):
+        try:
+            expected = _plain_parse(pattern)
+        except RegexSyntaxError as e:
+            with pytest.raises(RegexSyntaxError) as got:
+                parse(pattern)
+            assert str(got.value) == str(e)
+            continue
+        tree = parse(pattern)
+        assert tree == expected, pattern
+        if "(?(DEFINE)" not in pattern:
+            compiled, dfa = re.compile(pattern), LazyDFA([tree])
+            for w in words:
+                assert dfa.fullmatch(w.encode()) == bool(compiled.fullmatch(w)), (pattern, w)
+
+
+def test_group_cache_keeps_errors():
+    # a named group is never taken from the cache: its name is registered again
+    with pytest.raises(RegexSyntaxError, match="redefinition of group name 'a'"):
+        parse("(?:(?P<a>x))(?:(?P<a>x))")
+    # a group read at one nesting level is not reused deeper, past the limit
+    g = "(" * 100 + "a" + ")" * 100
+    with pytest.raises(RegexSyntaxError, match="too deeply nested"):
+        _plain_parse(g + "(" * 120 + g + ")" * 120)
+    with pytest.raises(RegexSyntaxError, match="too deeply nested"):
+        parse(g + "(" * 120 + g + ")" * 120)
+    assert parse("(" * 60 + g + ")" * 60 + g) == _plain_parse("(" * 60 + g + ")" * 60 + g)
+    # a call is only valid after its definition, cached or not
+    with pytest.raises(Exception, match="subroutine call"):
+        parse("(?(DEFINE)(?P<d0>(?:a))(?P<d1>(?:a)(?&d2))(?P<d2>b))x")
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"JSONSchemaBench corpus not found at {CORPUS}")
+def test_group_cache_on_corpus_regexes():
+    """The first corpus schemas' regexes (shared definitions, as JSONProcessor makes them):
+    the same trees as without the cache, and the cache is used."""
+    import json
+    import warnings
+
+    from hf_constrained import SchemaError
+    from hf_constrained.json_schema import schema_to_regex
+
+    files = sorted(p for d in sorted(CORPUS.iterdir()) if d.is_dir() for p in sorted(d.glob("*.json"))[:5])
+    hits = checked = 0
+    for path in files:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                regex = schema_to_regex(json.loads(path.read_text(encoding="utf-8")), shared=True)
+        except (SchemaError, ValueError, RecursionError):
+            continue
+        parser = _Parser(regex)
+        parser.subroutines = True
+        tree = parser.parse()
+        assert tree == _plain_parse(regex), path
+        hits += len(parser._groups) < regex.count("(")
+        checked += 1
+    assert checked >= 20 and hits >= checked // 2, (checked, hits)

@@ -296,7 +296,13 @@ def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
     >>> bool(regex.fullmatch(big, '{"a":[{"x":1}],"b":[]}'))
     True
     """
-    root = _load(schema)
+    return _schema_regex(_load(schema), whitespace, max_recursion_depth, strict, shared, _Converter)
+
+
+def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int, strict: bool,
+                  shared: Optional[bool], converter: type) -> str:
+    """:func:`schema_to_regex` of a loaded schema, converted by ``converter`` (``_Converter``, or
+    recursive.py's subclass that stops at the first recursive ``$ref`` or free-form value)."""
     ws = _whitespace_regex(limits.WHITESPACE if whitespace is None else whitespace)
     if not isinstance(max_recursion_depth, int) or max_recursion_depth < 1:
         raise ValueError("max_recursion_depth must be an integer >= 1")
@@ -304,7 +310,7 @@ def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
     canon, draft4 = canonical(root, strict=strict), detect_draft(root)[0] == "draft4"
 
     def convert(share: bool) -> str:
-        conv = _Converter(canon, ws, max_recursion_depth)
+        conv = converter(canon, ws, max_recursion_depth)
         # Draft 04 counts 1.0 as a number but not as an integer: write integral values bare.
         conv.integral_floats = not draft4
         conv.share = share

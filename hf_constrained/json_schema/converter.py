@@ -11,7 +11,7 @@ from ..errors import SchemaError
 from . import limits
 from .containers import _ContainersMixin
 from .logic import _LogicMixin
-from .schemas import _ANNOTATIONS, _join_uri, _Part, _ptr, _refuse, _subschemas, _unsupported, _walk
+from .schemas import _ANNOTATIONS, _join_uri, _Part, _ptr, _refuse, _subschemas, _unsupported, _nested
 from .typed import _TypedMixin
 from .values import _ValuesMixin
 
@@ -47,7 +47,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         # negation-based rewrites of oneOf/not/if would change that
         self.has_unevaluated = any(
             isinstance(sub, dict) and ("unevaluatedProperties" in sub or "unevaluatedItems" in sub)
-            for sub, _ in _walk(root))
+            for sub in _nested(root))
 
     # -- entry point ------------------------------------------------------
 

@@ -206,6 +206,8 @@ def _edit_distance(a: str, b: str, cap: int = 3) -> int:
             if (prev2 is not None and i > 1 and j > 1 and a[i - 1] == b[j - 2]
                     and a[i - 2] == b[j - 1]):
                 cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if i > 1 and min(cur) >= cap and min(prev) >= cap:
+            return cap  # every later cell comes from these two rows: none gets below cap
         prev2, prev = prev, cur
     return min(prev[-1], cap)
 

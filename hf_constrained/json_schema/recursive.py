@@ -184,6 +184,51 @@ class _RuleConverter(_Converter):
         return self.recursion.direct(_SHARED + call[3:-1], lambda: text, ptr)
 
 
+class _NeedsRules(Exception):
+    """A recursive ``$ref`` or a free-form value: the schema needs :func:`schema_rules`."""
+
+
+class _Stop:
+    """``_Converter.recursion`` hook of :class:`_RegexUnlessRules`: a recursive ``$ref`` stops it."""
+
+    def marker(self, *args):
+        raise _NeedsRules()
+
+    def collapse(self, flat: list) -> None:
+        return None  # never a marker in ``flat``: marker() raised first
+
+
+class _RegexUnlessRules(_Converter):
+    """The regex route's converter, stopped where :class:`_RuleConverter` would make a rule that
+    counts as recursion (a recursive ``$ref``, ``any_value``, ``any_container``). Until then both
+    run the same code on the same subschemas, so finishing proves ``schema_rules(...).recursive``
+    False, and the text is ``schema_to_regex(..., shared=True)``'s."""
+
+    def __init__(self, root: Any, whitespace: str, max_depth: int):
+        super().__init__(root, whitespace, max_depth)
+        self.recursion = _Stop()
+
+    def any_value(self, depth: Optional[int] = None) -> str:
+        raise _NeedsRules()
+
+    def any_container(self, kind: str, depth: Optional[int] = None) -> str:
+        raise _NeedsRules()
+
+
+def _regex_unless_rules(schema: Any, whitespace: Optional[str], strict: bool) -> Optional[str]:
+    """``schema_to_regex(schema, shared=True)`` when the schema has neither recursion nor
+    free-form values (the one conversion ``max_recursion_depth=None`` then needs); None when it
+    has, and on any error (the caller's ``schema_rules`` then runs and reports it as before)."""
+    try:
+        root = _load(schema)
+        if _RESERVED.search(json.dumps(root, ensure_ascii=False)):
+            return None  # schema_rules' error
+        from . import _schema_regex
+        return _schema_regex(root, whitespace, 3, strict, True, _RegexUnlessRules)
+    except Exception:  # _NeedsRules, or an error schema_rules reports (its own wording)
+        return None
+
+
 def schema_rules(schema: Any, *, whitespace: Optional[str] = None, strict: bool = False) -> SchemaRules:
     """Convert a schema into regex text per rule, recursion left as placeholders.
 
@@ -432,6 +477,9 @@ def _init_grammar_route(proc, schemas: list, per_prompt: bool, tokenizer, whites
     """``JSONProcessor(..., max_recursion_depth=None)``: when some schema recurses, set ``proc``
     up on a :class:`~hf_constrained.grammar.GrammarConstraint` (every schema as a grammar) and
     return None; otherwise return the schemas' regexes for the regex path."""
+    regexes = [_regex_unless_rules(s, whitespace, strict) for s in schemas]
+    if all(r is not None for r in regexes):         # neither recursion nor free-form values:
+        return regexes                              # the default route's regexes, converted once
     converted = [schema_rules(s, whitespace=whitespace, strict=strict) for s in schemas]
     if not any(r.recursive for r in converted):     # the default route's regexes (shared, as there)
         return [schema_to_regex(s, whitespace=whitespace, strict=strict, shared=True) for s in schemas]

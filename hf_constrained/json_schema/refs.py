@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 from urllib.parse import quote, unquote
 
-from .schemas import _walk  # the converter's subschema walk
+from .schemas import _nested  # the converter's subschema walk
 
 __all__ = ["keep_ref_targets"]
 
@@ -57,11 +57,11 @@ def keep_ref_targets(raw: Any, canon: Any, rewrite: Callable[[Any, str], Any]) -
     """
     if not isinstance(raw, dict) or not isinstance(canon, dict):
         return canon
-    if any(isinstance(s, dict) and "$id" in s for s, p in _walk(canon) if p):
+    if any(isinstance(s, dict) and "$id" in s for s in _nested(canon)[1:]):
         return canon
     defs = canon.get("$defs") if isinstance(canon.get("$defs"), dict) else None
     names: dict = {}  # raw pointer -> $defs name
-    todo = [s for s, _ in _walk(canon)]
+    todo = _nested(canon)
     while todo:
         s = todo.pop()
         ref = s.get("$ref") if isinstance(s, dict) else None
@@ -82,6 +82,6 @@ def keep_ref_targets(raw: Any, canon: Any, rewrite: Callable[[Any, str], Any]) -
                 name += "_"
             names[pointer] = name
             defs[name] = rewrite(target, pointer)
-            todo.extend(sub for sub, _ in _walk(defs[name]))
+            todo.extend(_nested(defs[name]))
         s["$ref"] = "#/$defs/" + _escape(name)
     return canon

@@ -133,6 +133,37 @@ def _join_uri(base: str, ref: str) -> str:
     return urljoin(base, ref)
 
 
+def _nested(schema: Any) -> list:
+    """All subschemas, in :func:`_walk`'s order, without their pointers (one loop, no
+    generators: the converter and ``keep_ref_targets`` walk whole schemas several times).
+
+    >>> from hf_constrained.json_schema.schemas import _nested, _walk
+    >>> s = {"properties": {"a": {"items": True}}, "anyOf": [{"not": {}}]}
+    >>> _nested(s) == [sub for sub, _ in _walk(s)]
+    True
+    """
+    out, stack = [], [schema]
+    while stack:
+        s = stack.pop()
+        out.append(s)
+        if isinstance(s, dict):
+            kids = []
+            for kw in _SCHEMA_MAP_KEYWORDS:
+                v = s.get(kw)
+                if isinstance(v, dict):
+                    kids.extend(v.values())
+            for kw in _SCHEMA_KEYWORDS:
+                if kw in s:
+                    kids.append(s[kw])
+            for kw in _SCHEMA_LIST_KEYWORDS:
+                v = s.get(kw)
+                if isinstance(v, list):
+                    kids.extend(v)
+            kids.reverse()
+            stack.extend(kids)
+    return out
+
+
 def _walk(schema: Any, pointer: str = "") -> Iterator[tuple[Any, str]]:
     """All subschemas (pre-order, including ``schema`` itself)."""
     yield schema, pointer
