@@ -28,8 +28,10 @@ collector's threshold. The load average and the versions are printed and stored.
 A logits processor placed *before* the constrained one adds +10 to the EOS logit (the same
 for every library) so that random-weight rows end when the grammar allows it. Every output
 that ended with EOS is parsed by Lark's Earley parser (on the Lark form of the GBNF
-grammar); JSON outputs also by ``json.loads``. A peer that cannot be imported is reported
-with its error, never skipped silently.
+grammar); JSON outputs also by ``json.loads``. A row cut off by ``max_new_tokens`` is fed
+token by token to a fresh xgrammar ``GrammarMatcher`` (a prefix check by another
+implementation; skipped, and said so, without xgrammar). A peer that cannot be imported is
+reported with its error, never skipped silently.
 """
 
 import argparse
@@ -232,17 +234,39 @@ def checker(name, gbnf):
     return valid
 
 
+_XGR_COMPILER = {}
+
+
+def prefix_checker(gbnf, tok, vocab_size):
+    """Whether a row cut off by ``max_new_tokens`` (token ids, no EOS) is a prefix of a sentence,
+    by a fresh xgrammar ``GrammarMatcher`` fed the row's tokens (another implementation than
+    hf_constrained's; for xgrammar's own rows it is a self-check). None when xgrammar is missing."""
+    try:
+        import xgrammar as xgr
+    except ImportError:
+        return None
+    if "c" not in _XGR_COMPILER:
+        _XGR_COMPILER["c"] = xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(tok, vocab_size=vocab_size))
+    compiled = _XGR_COMPILER["c"].compile_grammar(gbnf)
+
+    def is_prefix(ids):
+        matcher = xgr.GrammarMatcher(compiled)
+        return all(matcher.accept_token(i) for i in ids)
+    return is_prefix
+
+
 def outputs(out, prompt_len, tok):
+    """(text, finished, ids) per row: ids up to EOS (left out) or the whole row if cut off."""
     eos = tok.eos_token_id
     res = []
     for row in out[:, prompt_len:].tolist():
         finished = eos in row
         ids = row[:row.index(eos)] if finished else row
-        res.append((tok.decode(ids, skip_special_tokens=True), finished))
+        res.append((tok.decode(ids, skip_special_tokens=True), finished, ids))
     return res
 
 
-def run_mode(make, gbnf, tok, model, valid, steps, seed, **gen):
+def run_mode(make, gbnf, tok, model, valid, steps, seed, is_prefix=None, **gen):
     inputs = tok([PROMPT], return_tensors="pt")
     proc = PeerTimed(make(gbnf))
     torch.manual_seed(seed)
@@ -252,11 +276,13 @@ def run_mode(make, gbnf, tok, model, valid, steps, seed, **gen):
     except Exception as e:
         return {"crashed": f"{type(e).__name__}: {str(e).strip()[:160]}", "where": _where(e)}
     texts = outputs(out, inputs["input_ids"].shape[1], tok)
-    fin = [t for t, f in texts if f]
+    fin = [t for t, f, _ in texts if f]
+    cut = [ids for _, f, ids in texts if not f]
     ms = lambda xs: [round(x * 1e3, 4) for x in xs[1:]]  # noqa: E731  (first call: compile section)
     return {"outputs": len(texts), "finished": len(fin), "finished_valid": sum(map(valid, fin)),
+            "cut_off": len(cut), "cut_off_prefix": None if is_prefix is None else sum(map(is_prefix, cut)),
             "calls": len(proc.times), "wall_ms": ms(proc.times), "cpu_ms": ms(proc.cpu_times),
-            "gc_ms": ms(proc.gc_times), "examples": [t for t, _ in texts[:2]]}
+            "gc_ms": ms(proc.gc_times), "examples": [t for t, _, _ in texts[:2]]}
 
 
 def _p99(xs):
@@ -280,6 +306,7 @@ def bench_library(lib, tok, model, steps, seeds):
            "tokenizer_prep_ms": (time.process_time() - c) * 1e3}
     for name, gbnf in GRAMMARS.items():
         valid = checker(name, gbnf)
+        is_prefix = prefix_checker(gbnf, tok, model.config.vocab_size)
         r = {}
         try:
             c, t = time.process_time(), time.perf_counter()
@@ -296,9 +323,9 @@ def bench_library(lib, tok, model, steps, seeds):
             r["where"] = _where(e)
             res[name] = r
             continue
-        r["sample"] = [run_mode(make, gbnf, tok, model, valid, steps, s, do_sample=True, num_return_sequences=4)
-                       for s in seeds]
-        r["beam"] = [run_mode(make, gbnf, tok, model, valid, steps, s, num_beams=4, num_return_sequences=2)
+        r["sample"] = [run_mode(make, gbnf, tok, model, valid, steps, s, is_prefix, do_sample=True,
+                                num_return_sequences=4) for s in seeds]
+        r["beam"] = [run_mode(make, gbnf, tok, model, valid, steps, s, is_prefix, num_beams=4, num_return_sequences=2)
                      for s in seeds[:1]]
         res[name] = r
         print(lib, name, json.dumps(_summary(r)), flush=True)
@@ -318,7 +345,10 @@ def _summary(r):
             continue
         cpu = [v for x in runs for v in x["cpu_ms"]] or [float("nan")]
         wall = [v for x in runs for v in x["wall_ms"]] or [float("nan")]
+        prefix = [x["cut_off_prefix"] for x in runs]
         s[mode] = {"finished_valid": f"{sum(x['finished_valid'] for x in runs)}/{sum(x['finished'] for x in runs)}",
+                   "cut_off_prefix": (f"{sum(prefix)}/{sum(x['cut_off'] for x in runs)}" if None not in prefix
+                                      else "not checked (no xgrammar)"),
                    "outputs": sum(x["outputs"] for x in runs), "calls": len(cpu),
                    "cpu_ms_median": round(statistics.median(cpu), 3), "cpu_ms_p99": round(_p99(cpu), 2),
                    "cpu_ms_max": round(max(cpu), 2),
