@@ -21,9 +21,11 @@ Times are the process's CPU time (``time.process_time``: every thread of the pro
 library's worker threads count, and a call that waits for a core on a loaded machine does
 not); the wall clock is kept next to it in the JSON output (``*_wall_ms``, per-call lists
 ``wall_ms`` / ``cpu_ms``). CPU time spent in Python's cyclic garbage collector during a call
-(``gc.callbacks``) is recorded too (``gc_ms``): a full pass over the process's objects (torch,
-transformers, the tokenizer: ~200 ms) lands on whichever library's call crosses the
-collector's threshold. The load average and the versions are printed and stored.
+(``gc.callbacks``) is recorded too (``gc_ms``, ``full_gc``): a full pass over the process's
+objects (torch, transformers, the tokenizer: ~200 ms) lands on whichever library's call
+crosses the collector's threshold, so the summary lists the calls with a full pass apart
+(``full_gc_calls_ms``) and gives the p99 of the others (``cpu_ms_p99_no_full_gc``) next to the
+p99 of all. The load average and the versions are printed and stored.
 
 A logits processor placed *before* the constrained one adds +10 to the EOS logit (the same
 for every library) so that random-weight rows end when the grammar allows it. Every output
@@ -132,10 +134,11 @@ PROMPT = "Answer:"
 
 
 class GcClock:
-    """CPU time spent in the cyclic garbage collector so far (``total``), via ``gc.callbacks``."""
+    """CPU time spent in the cyclic garbage collector so far (``total``) and the number of its
+    full (generation 2) passes (``full``), via ``gc.callbacks``."""
 
     def __init__(self):
-        self.total, self._start = 0.0, None
+        self.total, self.full, self._start = 0.0, 0, None
         gc.callbacks.append(self._on)
 
     def _on(self, phase, info):
@@ -143,6 +146,7 @@ class GcClock:
             self._start = time.process_time()
         elif self._start is not None:
             self.total += time.process_time() - self._start
+            self.full += info.get("generation") == 2
             self._start = None
 
 
@@ -150,16 +154,18 @@ GC = GcClock()
 
 
 class PeerTimed(Timed):
-    """``grammar_bench.Timed`` (wall and CPU time per call) plus the collector's CPU time per call."""
+    """``grammar_bench.Timed`` (wall and CPU time per call) plus, per call, the collector's CPU
+    time and whether a full pass of it ran."""
 
     def __init__(self, proc):
         super().__init__(proc)
-        self.gc_times = []
+        self.gc_times, self.full_gc = [], []
 
     def __call__(self, input_ids, scores):
-        g = GC.total
+        g, f = GC.total, GC.full
         out = super().__call__(input_ids, scores)
         self.gc_times.append(GC.total - g)
+        self.full_gc.append(GC.full > f)
         return out
 
 
@@ -282,7 +288,7 @@ def run_mode(make, gbnf, tok, model, valid, steps, seed, is_prefix=None, **gen):
     return {"outputs": len(texts), "finished": len(fin), "finished_valid": sum(map(valid, fin)),
             "cut_off": len(cut), "cut_off_prefix": None if is_prefix is None else sum(map(is_prefix, cut)),
             "calls": len(proc.times), "wall_ms": ms(proc.times), "cpu_ms": ms(proc.cpu_times),
-            "gc_ms": ms(proc.gc_times), "examples": [t for t, _, _ in texts[:2]]}
+            "gc_ms": ms(proc.gc_times), "full_gc": proc.full_gc[1:], "examples": [t for t, _, _ in texts[:2]]}
 
 
 def _p99(xs):
@@ -354,6 +360,9 @@ def _summary(r):
                    "cpu_ms_max": round(max(cpu), 2),
                    "wall_ms_median": round(statistics.median(wall), 3), "wall_ms_p99": round(_p99(wall), 2),
                    "gc_ms_max": round(max(v for x in runs for v in x["gc_ms"] or [0.0]), 2)}
+        full = [c for x in runs for c, f in zip(x["cpu_ms"], x["full_gc"]) if f]
+        rest = [c for x in runs for c, f in zip(x["cpu_ms"], x["full_gc"]) if not f] or [float("nan")]
+        s[mode].update(full_gc_calls_ms=[round(c, 1) for c in full], cpu_ms_p99_no_full_gc=round(_p99(rest), 2))
     return s
 
 
