@@ -204,12 +204,48 @@ def xgrammar_factory(tok, vocab_size):
     return make
 
 
+#: ``--tcfg-shim``: hand transformers-cfg the DeepSeek vocabulary in a form it accepts
+TCFG_SHIM = {"on": False}
+
+
+def tcfg_shim_tokenizer(tok):
+    """The same ``tokenizer.json`` as a ``GPT2TokenizerFast`` with every added token (DeepSeek's
+    1,283 ``<｜...｜>`` tokens) marked special, saved to a folder and loaded from it.
+
+    transformers-cfg 0.2.7 accepts only some tokenizer classes (a plain
+    ``PreTrainedTokenizerFast`` is refused), reloads the tokenizer by ``name_or_path`` for its
+    byte mapping, and maps every non-special token through GPT-2's byte alphabet (an added
+    token's ``｜`` is a ``KeyError`` there). ``unk_token=None`` keeps GPT-2's default
+    ``<|endoftext|>`` from being added as a 129,281st token. Same ids as ``tok`` (checked).
+    Runs on transformers 4.x only: on 5.x the reload has no ``byte_encoder`` and
+    transformers-cfg then downloads the ``gpt2`` tokenizer.
+    """
+    import atexit
+    import shutil
+    import tempfile
+    from transformers import GPT2TokenizerFast
+    src = tok.backend_tokenizer
+    added = [a.content for _, a in sorted(tok.added_tokens_decoder.items())]
+    folder = Path(tempfile.mkdtemp(prefix="grammar_peers_tcfg_"))
+    atexit.register(shutil.rmtree, folder, True)  # transformers-cfg reloads from it per grammar
+    src.save(str(folder / "src.json"))
+    GPT2TokenizerFast(tokenizer_file=str(folder / "src.json"), additional_special_tokens=added, unk_token=None,
+                      eos_token=tok.eos_token, bos_token=tok.bos_token, pad_token=tok.pad_token,
+                      clean_up_tokenization_spaces=False).save_pretrained(str(folder))
+    shim = GPT2TokenizerFast.from_pretrained(str(folder))
+    probe = f"{PROMPT} SELECT name, count(*) FROM t WHERE x >= 3; {{\"a\": [1, -2.5e3]}} (12 + 3.5) * -4 é中文"
+    if len(shim) != len(tok) or shim(probe)["input_ids"] != tok(probe)["input_ids"]:
+        raise RuntimeError(f"the transformers-cfg shim differs from the tokenizer: {len(shim)} vs {len(tok)} tokens")
+    return shim
+
+
 def tcfg_factory(tok, vocab_size):
     from transformers_cfg.generation.logits_process import GrammarConstrainedLogitsProcessor
     from transformers_cfg.grammar_utils import IncrementalGrammarConstraint
+    tcfg_tok = tcfg_shim_tokenizer(tok) if TCFG_SHIM["on"] else tok
 
     def make(gbnf):
-        return GrammarConstrainedLogitsProcessor(IncrementalGrammarConstraint(gbnf, "root", tok))
+        return GrammarConstrainedLogitsProcessor(IncrementalGrammarConstraint(gbnf, "root", tcfg_tok))
     return make
 
 
@@ -224,7 +260,7 @@ def version(lib):
         rev = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True, text=True,
                              cwd=Path(__file__).resolve().parents[1]).stdout.strip()
         return f"git {rev}"
-    return md.version(name)
+    return md.version(name) + (" (--tcfg-shim)" if lib == "transformers-cfg" and TCFG_SHIM["on"] else "")
 
 
 # ------------------------------------------------------------------ checks
@@ -390,7 +426,11 @@ def main():
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--libraries", default=",".join(LIBRARIES))
     ap.add_argument("--json-out")
+    ap.add_argument("--tcfg-shim", action="store_true",
+                    help="give transformers-cfg the same vocabulary as a GPT2TokenizerFast with the added tokens "
+                         "marked special (see tcfg_shim_tokenizer; transformers 4.x only)")
     args = ap.parse_args()
+    TCFG_SHIM["on"] = args.tcfg_shim
     unknown = set(args.libraries.split(",")) - set(LIBRARIES)
     if unknown:
         ap.error(f"unknown --libraries {sorted(unknown)}; choose from {','.join(LIBRARIES)}")
