@@ -1,6 +1,6 @@
 """Grammars side by side: hf_constrained vs xgrammar vs transformers-cfg (offline, CPU).
 
-    python benchmarks/grammar_peers.py [--steps 32] [--json-out FILE]
+    python benchmarks/grammar_peers.py [--steps 32] [--seeds 3] [--libraries ...] [--tcfg-shim] [--json-out FILE]
 
 Run it in a venv that has the peers (see benchmarks/README.md, grammar section). The
 same GBNF grammars (arithmetic, JSON, a SQL SELECT subset: the GBNF forms of
