@@ -137,6 +137,23 @@ def test_near_miss_warns_once_per_keyword_with_pointer():
         schema_to_regex({"type": "string", "title": "x", "javaType": "y", "name": "z"})
 
 
+def test_near_miss_warning_names_the_callers_line(local_tok):
+    """The warning points at the user's call (this file), not at a line inside the package,
+    whichever entry point and however many package frames lie between."""
+    from hf_constrained import JSONProcessor
+
+    schema = {"type": "string", "minlength": 3}
+    for call in (lambda: schema_to_regex(schema),
+                 lambda: JSONProcessor(schema, local_tok, cache_dir=False),
+                 lambda: JSONProcessor(schema, local_tok, cache_dir=False, max_recursion_depth=None)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        near = [w for w in caught if "minlength" in str(w.message)]
+        assert len(near) == 1, [str(w.message) for w in caught]
+        assert near[0].filename == __file__, near[0].filename
+
+
 def test_near_miss():
     kws = {"minLength", "maxLength", "additionalProperties", "enum", "type", "not", "format"}
     assert near_miss("MinLength", kws) == "minLength"

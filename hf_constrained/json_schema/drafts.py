@@ -39,13 +39,28 @@ place, so JSON-pointer references resolve as before.
 from __future__ import annotations
 
 import functools
+import os
 import re
+import sys
 import warnings
 from typing import Any, Optional
 
 from ..errors import SchemaError
 from .metaschema import surely_valid
 from .refs import keep_ref_targets
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` made by the caller of this function that
+    names the first frame outside the package: the user's ``schema_to_regex(...)`` or
+    ``JSONProcessor(...)`` line, however many of the package's frames lie between."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
 
 __all__ = ["DRAFTS", "canonical", "detect_draft", "draft_validator"]
 
@@ -343,7 +358,7 @@ class _Canon:
             warnings.warn(
                 f"schema keyword {k!r} at {ptrs[0]}{more} is not a {self.draft} keyword and is "
                 f"ignored, as validators ignore it; did you mean {guess!r}?",
-                UserWarning, stacklevel=4)
+                UserWarning, stacklevel=_caller_stacklevel())
 
 
 def canonical(schema: Any, *, strict: bool = False) -> Any:
