@@ -40,7 +40,7 @@ from .neighbour import Neighbours, _spans
 from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
 
-from .constraint import FINISHED  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
+from .constraint import FINISHED, packed_ids  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
 
 
 def _parent_relative(trie) -> np.ndarray:
@@ -571,8 +571,7 @@ class TokenIndex:
 
     def allowed(self, q: int) -> np.ndarray:
         """Sorted token ids allowed after reaching state ``q`` (EOS included iff accepting)."""
-        # over bools: np.flatnonzero of the unpacked uint8 takes ~40x longer (0.2 ms at 129k)
-        return np.flatnonzero(np.unpackbits(self.bits(q), bitorder="little").view(bool)).astype(np.int32)
+        return packed_ids(self.bits(q)).astype(np.int32)
 
     def allowed_mask(self, q: int, width: int) -> np.ndarray:
         """Bool mask of :meth:`allowed` over ``width`` logits (ids beyond the vocabulary: False)."""
@@ -583,7 +582,12 @@ class TokenIndex:
 
     def mask_bytes(self, q: int, width: int) -> np.ndarray:
         """Packed little-endian bitmask (``ceil(width/8)`` bytes) of :meth:`allowed`."""
-        return np.packbits(self.allowed_mask(q, ((width + 7) // 8) * 8), bitorder="little")
+        bits, n = self.bits(q), (width + 7) // 8  # (bits(q) is shared: a copy)
+        if n <= len(bits):
+            return bits[:n].copy()
+        out = np.zeros(n, dtype=np.uint8)
+        out[: len(bits)] = bits
+        return out
 
     def successors(self, q: int) -> np.ndarray:
         """Distinct states that one allowed (non-EOS) token leads to from ``q``."""
