@@ -128,8 +128,8 @@ def phases(schema, tok, width) -> tuple:
     t.append(_clock())
     index = TokenIndex(dfa, vocab, list(eos), pad_token_id=tok.pad_token_id)
     t.append(_clock())
-    index.allowed(dfa.starts[0])
-    index.allowed(-1)
+    index.bits(int(dfa.starts[0]))  # as RegexConstraint.warm(): the packed masks only
+    index.bits(-1)
     t.append(_clock())
     # the first call of a processor over a ready constraint (its masks computed)
     rc = RegexConstraint([regex], vocab, eos, pad_token_id=tok.pad_token_id)

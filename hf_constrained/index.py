@@ -40,7 +40,7 @@ from .neighbour import Neighbours, _spans
 from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
 
-from .constraint import FINISHED  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
+from .constraint import FINISHED, packed_ids  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
 
 
 def _parent_relative(trie) -> np.ndarray:
@@ -210,6 +210,12 @@ class TokenIndex:
     #: so that building it never puts one long step into a generation
     CLASS_TRIE_STEP_NODES = 40_000
 
+    #: a dense level of at most this many byte-trie nodes reads its nodes' classes
+    #: alone: the first byte level of every walk is dense (the root is one node), and
+    #: the whole trie's classes (:attr:`node_cls`, ~0.25 ms at 129k tokens) would
+    #: make the start state's first mask cost ten times its walk
+    DENSE_LEVEL_GATHER = 4096
+
     def _build_class_trie(self, budget: int | None) -> None:
         """Advance the class trie's construction by about ``budget`` nodes (None: finish)."""
         if self._class_build is None:
@@ -277,10 +283,11 @@ class TokenIndex:
             if dense is not None:
                 if v is self.vocab:
                     self._dense_nodes += b - a
-                    if node_cls is None:
+                    if node_cls is None and b - a > self.DENSE_LEVEL_GATHER:
                         node_cls = self.node_cls
                 ps = dense.take(parent_rel[a:b])
-                cur = self._lookup(ps, node_cls[a:b])  # int32 states, no widening pass
+                cls = node_cls[a:b] if node_cls is not None else self.dfa.byte_class.take(self.vocab.node_byte[a:b])
+                cur = self._lookup(ps, cls)  # int32 states, no widening pass
                 if not run:
                     d0 = d
                 run.append(cur)
@@ -564,18 +571,23 @@ class TokenIndex:
 
     def allowed(self, q: int) -> np.ndarray:
         """Sorted token ids allowed after reaching state ``q`` (EOS included iff accepting)."""
-        return np.flatnonzero(np.unpackbits(self.bits(q), bitorder="little")).astype(np.int32)
+        return packed_ids(self.bits(q)).astype(np.int32)
 
     def allowed_mask(self, q: int, width: int) -> np.ndarray:
         """Bool mask of :meth:`allowed` over ``width`` logits (ids beyond the vocabulary: False)."""
-        unpacked = np.unpackbits(self.bits(q), bitorder="little").astype(bool)
+        unpacked = np.unpackbits(self.bits(q), bitorder="little").view(bool)  # a fresh array: no copy
         if width <= len(unpacked):
             return unpacked[:width]
         return np.concatenate([unpacked, np.zeros(width - len(unpacked), dtype=bool)])
 
     def mask_bytes(self, q: int, width: int) -> np.ndarray:
         """Packed little-endian bitmask (``ceil(width/8)`` bytes) of :meth:`allowed`."""
-        return np.packbits(self.allowed_mask(q, ((width + 7) // 8) * 8), bitorder="little")
+        bits, n = self.bits(q), (width + 7) // 8  # (bits(q) is shared: a copy)
+        if n <= len(bits):
+            return bits[:n].copy()
+        out = np.zeros(n, dtype=np.uint8)
+        out[: len(bits)] = bits
+        return out
 
     def successors(self, q: int) -> np.ndarray:
         """Distinct states that one allowed (non-EOS) token leads to from ``q``."""

@@ -41,7 +41,7 @@ import threading
 import numpy as np
 import torch
 
-from .constraint import FINISHED
+from .constraint import FINISHED, packed_ids
 from .errors import StateLimitError
 
 LAYOUTS = ("packed", "sparse")
@@ -247,10 +247,20 @@ class SparseMasks(MaskLayout):
             _grown(a, need) for a in (self.start, self.count, self.first, self.last, self.keep))
         lists, num_steps, ready = [], self.num_steps, {}
         for r, s in enumerate(states, base):
-            allowed = self.constraint.allowed_mask(s, self.width)
-            n = int(np.count_nonzero(allowed))
-            k = 2 * n <= self.width
-            ids = _nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n)
+            bits = self.constraint.allowed_bits(s, self.width)
+            if bits is None:
+                allowed = self.constraint.allowed_mask(s, self.width)
+                n = int(np.count_nonzero(allowed))
+                k = 2 * n <= self.width
+                ids = _nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n)
+            else:  # packed (16 KB at 129k): no 129k-wide bool array per new state
+                n = int(np.bitwise_count(bits).sum())
+                k = 2 * n <= self.width
+                if not k:
+                    bits = np.invert(bits, out=bits)  # (a fresh array) the banned ids
+                    if self.width % 8:
+                        bits[-1] &= (1 << (self.width % 8)) - 1
+                ids = packed_ids(bits)
             keep[r], start[r], count[r] = k, num_steps, len(ids)
             gaps = ids.astype(np.int32)  # first id, then differences
             if len(ids):

@@ -110,6 +110,13 @@ class RegexConstraint(Constraint):
         with self._lock:
             return self.index.allowed_mask(int(state), int(width))
 
+    def allowed_bits(self, state, width):
+        with self._lock:
+            bits = self.index.mask_bytes(int(state), int(width))
+        if width % 8:
+            bits[-1] &= (1 << (width % 8)) - 1
+        return bits
+
     def banned_bits(self, state, width):
         with self._lock:
             return ~self.index.mask_bytes(int(state), int(width))
@@ -126,9 +133,10 @@ class RegexConstraint(Constraint):
 
     def warm(self) -> None:
         """Compute the masks of the start states (the first mask of each pattern)."""
-        for s in set(self.starts.tolist()):
-            self.allowed_ids(s)
-        self.allowed_ids(FINISHED)
+        with self._lock:  # the packed masks only: the id lists are not needed yet
+            for s in set(self.starts.tolist()):
+                self.index.bits(int(s))
+            self.index.bits(FINISHED)
 
     @property
     def num_states(self) -> int:
