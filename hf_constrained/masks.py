@@ -46,6 +46,19 @@ from .errors import StateLimitError
 
 LAYOUTS = ("packed", "sparse")
 
+#: set bits per byte value, for numpy < 2.0 (which has no ``np.bitwise_count``)
+_BYTE_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+def bit_count(bits: np.ndarray) -> int:
+    """Set bits in a uint8 array (``np.bitwise_count`` where numpy has it, >= 2.0).
+
+    >>> bit_count(np.array([0b1011, 0xFF, 0], dtype=np.uint8))
+    11
+    """
+    count = getattr(np, "bitwise_count", None)
+    return int(count(bits).sum()) if count is not None else int(_BYTE_POPCOUNT[bits].sum())
+
 
 def default_layout(device: torch.device) -> str:
     """``"sparse"`` on CPU, ``"packed"`` on accelerators.
@@ -254,7 +267,7 @@ class SparseMasks(MaskLayout):
                 k = 2 * n <= self.width
                 ids = _nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n)
             else:  # packed (16 KB at 129k): no 129k-wide bool array per new state
-                n = int(np.bitwise_count(bits).sum())
+                n = bit_count(bits)
                 k = 2 * n <= self.width
                 if not k:
                     bits = np.invert(bits, out=bits)  # (a fresh array) the banned ids

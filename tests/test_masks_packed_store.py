@@ -8,7 +8,8 @@ import torch
 
 from hf_constrained import RegexConstraint
 from hf_constrained.constraint import FINISHED, packed_ids
-from hf_constrained.masks import SparseMasks
+from hf_constrained import masks as masks_module
+from hf_constrained.masks import SparseMasks, bit_count
 
 
 class _MaskOnly:
@@ -32,6 +33,17 @@ def test_packed_ids_equal_flatnonzero():
             want = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
             got = packed_ids(bits)
             assert got.dtype == np.int64 and np.array_equal(got, want), (n, density)
+
+
+def test_bit_count_with_and_without_numpy_bitwise_count(monkeypatch):
+    """numpy >= 1.24 is declared; ``np.bitwise_count`` only exists from numpy 2.0."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.integers(0, 256, n, dtype=np.uint8) for n in (0, 1, 5, 16160)]
+    want = [int(np.unpackbits(a).sum()) for a in arrays]
+    assert [bit_count(a) for a in arrays] == want
+    monkeypatch.delattr(np, "bitwise_count", raising=False)
+    assert not hasattr(masks_module.np, "bitwise_count")
+    assert [bit_count(a) for a in arrays] == want
 
 
 @pytest.mark.parametrize("width_delta", [0, -3, 5, 64])
