@@ -40,47 +40,31 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-CORPUS = HERE.parent.parent / "shared" / "data" / "jsonschemabench"
-DATASETS = ["Github_trivial", "Github_easy", "Github_medium", "Github_hard", "Glaiveai2K",
-            "Kubernetes", "Snowplow", "WashingtonPost"]
+from corpus_files import CORPUS, Timeout, install_alarm, round_robin  # noqa: E402
 PHASES = ("convert", "parse", "automaton", "probe", "index", "first_mask", "first_call")
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(_sig, _frame):
-    raise _Timeout()
 
 
 def corpus(n: int, root: Path = CORPUS, timeout: int = 5):
     """``n`` (name, schema) pairs that ``schema_to_regex`` accepts, round-robin over the datasets."""
     from hf_constrained import SchemaError, schema_to_regex
 
-    files = {d: sorted((root / d).glob("*.json")) for d in DATASETS if (root / d).is_dir()}
-    if not files:
-        raise SystemExit(f"no corpus at {root} (JSONSchemaBench's data/ folders; see --corpus)")
-    out, pos = [], {d: 0 for d in files}
-    signal.signal(signal.SIGALRM, _alarm)
-    while len(out) < n and any(pos[d] < len(files[d]) for d in files):
-        for d in files:
-            if len(out) >= n or pos[d] >= len(files[d]):
-                continue
-            path = files[d][pos[d]]
-            pos[d] += 1
-            try:
-                schema = json.loads(path.read_text())
-            except (ValueError, UnicodeDecodeError):
-                continue
-            signal.alarm(timeout)
-            try:
-                schema_to_regex(schema, shared=True)
-            except (SchemaError, RecursionError, ValueError, TypeError, KeyError, _Timeout):
-                continue
-            finally:
-                signal.alarm(0)
-            out.append((f"{d}/{path.name}", schema))
+    out = []
+    install_alarm()
+    for path in round_robin(root):
+        if len(out) >= n:
+            break
+        try:
+            schema = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            continue
+        signal.alarm(timeout)
+        try:
+            schema_to_regex(schema, shared=True)
+        except (SchemaError, RecursionError, ValueError, TypeError, KeyError, Timeout):
+            continue
+        finally:
+            signal.alarm(0)
+        out.append((f"{path.parent.name}/{path.name}", schema))
     return out
 
 

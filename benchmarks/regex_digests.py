@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import signal
 import sys
@@ -29,31 +30,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-CORPUS = HERE.parent.parent / "shared" / "data" / "jsonschemabench"
-DATASETS = ["Github_trivial", "Github_easy", "Github_medium", "Github_hard", "Glaiveai2K",
-            "Kubernetes", "Snowplow", "WashingtonPost"]
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(_sig, _frame):
-    raise _Timeout()
+from corpus_files import CORPUS, Timeout, install_alarm, round_robin  # noqa: E402
 
 
 def files(n: int, root: Path = CORPUS) -> list:
     """The first ``n`` corpus files, round-robin over the datasets."""
-    by = {d: sorted((root / d).glob("*.json")) for d in DATASETS if (root / d).is_dir()}
-    if not by:
-        raise SystemExit(f"no corpus at {root}")
-    out, pos = [], {d: 0 for d in by}
-    while len(out) < n and any(pos[d] < len(by[d]) for d in by):
-        for d in by:
-            if len(out) < n and pos[d] < len(by[d]):
-                out.append(by[d][pos[d]])
-                pos[d] += 1
-    return out
+    return list(itertools.islice(round_robin(root, hint=""), n))
 
 
 def _h(text: str | bytes) -> str:
@@ -76,7 +58,7 @@ def digests(path: Path, timeout: int = 180) -> dict:
         signal.alarm(timeout)
         try:
             regex = schema_to_regex(schema, shared=shared)
-        except _Timeout:
+        except Timeout:
             out[name] = {"regex": "timeout"}
             continue
         except Exception as exc:  # noqa: BLE001 (refusals are part of the behaviour)
@@ -108,7 +90,7 @@ def main(argv=None) -> int:
     group.add_argument("--check", type=Path)
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
-    signal.signal(signal.SIGALRM, _alarm)
+    install_alarm()
     ref = json.loads(args.check.read_text()) if args.check else None
     names = [f"{p.parent.name}/{p.name}" for p in files(args.schemas, args.corpus)]
     if ref is not None and list(ref) != names:

@@ -45,9 +45,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-CORPUS = HERE.parent.parent / "shared" / "data" / "jsonschemabench"
-DATASETS = ["Github_trivial", "Github_easy", "Github_medium", "Github_hard", "Glaiveai2K",
-            "Kubernetes", "Snowplow", "WashingtonPost"]
+from corpus_files import CORPUS, Timeout, install_alarm, round_robin  # noqa: E402
 
 
 # ----------------------------------------------------------------- documents
@@ -165,12 +163,6 @@ def instance_ref(ref, root):
     return target
 
 
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(_sig, _frame):
-    raise _Timeout()
 
 
 def corpus(n: int, seed: int, tok, max_tokens: int, root: Path = CORPUS):
@@ -179,59 +171,52 @@ def corpus(n: int, seed: int, tok, max_tokens: int, root: Path = CORPUS):
     from hf_constrained import SchemaError, schema_to_regex
     from hf_constrained.automaton import LazyDFA
 
-    files = {d: sorted((root / d).glob("*.json")) for d in DATASETS if (root / d).is_dir()}
-    if not files:
-        raise SystemExit(f"no corpus at {root} (JSONSchemaBench's data/ folders; see --corpus)")
     out, stats = [], {"refused": 0, "no_document": 0, "tried": 0}
-    pos = {d: 0 for d in files}
-    signal.signal(signal.SIGALRM, _alarm)
-    while len(out) < n and any(pos[d] < len(files[d]) for d in files):
-        for d in files:
-            if len(out) >= n or pos[d] >= len(files[d]):
-                continue
-            path = files[d][pos[d]]
-            pos[d] += 1
-            stats["tried"] += 1
-            try:
-                schema = json.loads(path.read_text())
-            except (ValueError, UnicodeDecodeError):
-                continue
-            signal.alarm(5)
-            try:
-                regex = schema_to_regex(schema, shared=True)  # as JSONProcessor does
-            except (SchemaError, RecursionError, ValueError, TypeError, KeyError, _Timeout):
-                stats["refused"] += 1
-                continue
-            finally:
-                signal.alarm(0)
-            rng = random.Random(f"{seed}:{path.name}")
+    install_alarm()
+    for path in round_robin(root):
+        if len(out) >= n:
+            break
+        stats["tried"] += 1
+        try:
+            schema = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            continue
+        signal.alarm(5)
+        try:
+            regex = schema_to_regex(schema, shared=True)  # as JSONProcessor does
+        except (SchemaError, RecursionError, ValueError, TypeError, KeyError, Timeout):
+            stats["refused"] += 1
+            continue
+        finally:
+            signal.alarm(0)
+        rng = random.Random(f"{seed}:{path.name}")
+        doc = None
+        signal.alarm(5)
+        try:
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            val = cls(schema, format_checker=cls.FORMAT_CHECKER)
+            dfa = LazyDFA.from_patterns([regex])
+            for _ in range(20):
+                try:
+                    value = instance(schema, schema, rng)
+                except (_NoInstance, KeyError, IndexError, TypeError, ValueError, RecursionError):
+                    continue
+                text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+                if val.is_valid(value) and dfa.fullmatch(text.encode()):
+                    doc = text
+                    break
+        except Exception:  # noqa: BLE001 (a schema jsonschema itself cannot handle)
             doc = None
-            signal.alarm(5)
-            try:
-                cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-                val = cls(schema, format_checker=cls.FORMAT_CHECKER)
-                dfa = LazyDFA.from_patterns([regex])
-                for _ in range(20):
-                    try:
-                        value = instance(schema, schema, rng)
-                    except (_NoInstance, KeyError, IndexError, TypeError, ValueError, RecursionError):
-                        continue
-                    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-                    if val.is_valid(value) and dfa.fullmatch(text.encode()):
-                        doc = text
-                        break
-            except Exception:  # noqa: BLE001 (a schema jsonschema itself cannot handle)
-                doc = None
-            finally:
-                signal.alarm(0)
-            if doc is None:
-                stats["no_document"] += 1
-                continue
-            ids = tok.encode(doc, add_special_tokens=False)
-            if tok.decode(ids) != doc or len(ids) > max_tokens:
-                stats["no_document"] += 1
-                continue
-            out.append((f"{d}/{path.name}", schema, regex, doc, ids))
+        finally:
+            signal.alarm(0)
+        if doc is None:
+            stats["no_document"] += 1
+            continue
+        ids = tok.encode(doc, add_special_tokens=False)
+        if tok.decode(ids) != doc or len(ids) > max_tokens:
+            stats["no_document"] += 1
+            continue
+        out.append((f"{path.parent.name}/{path.name}", schema, regex, doc, ids))
     return out, stats
 
 
