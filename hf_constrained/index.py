@@ -169,8 +169,9 @@ class TokenIndex:
             self._node_cls = self.dfa.byte_class.take(self.vocab.node_byte)
         return self._node_cls
 
-    def _classes(self, node_cls, nodes: np.ndarray) -> np.ndarray:
-        """Classes of trie ``nodes`` (``node_cls`` None: byte-trie nodes, from their bytes)."""
+    def _classes(self, node_cls, nodes) -> np.ndarray:
+        """Classes of trie ``nodes`` (an index array or a slice; ``node_cls`` None:
+        byte-trie nodes, from their bytes)."""
         if node_cls is not None:
             return node_cls[nodes]
         return self.dfa.byte_class.take(self.vocab.node_byte[nodes])
@@ -286,8 +287,7 @@ class TokenIndex:
                     if node_cls is None and b - a > self.DENSE_LEVEL_GATHER:
                         node_cls = self.node_cls
                 ps = dense.take(parent_rel[a:b])
-                cls = node_cls[a:b] if node_cls is not None else self.dfa.byte_class.take(self.vocab.node_byte[a:b])
-                cur = self._lookup(ps, cls)  # int32 states, no widening pass
+                cur = self._lookup(ps, self._classes(node_cls, slice(a, b)))  # int32 states, no widening pass
                 if not run:
                     d0 = d
                 run.append(cur)
