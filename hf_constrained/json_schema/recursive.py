@@ -76,6 +76,12 @@ _RESERVED = re.compile("[\U00100000-\U0010FFFF]|\\\\U0010[0-9A-Fa-f]{4}")
 MAX_COUNTED = 10_000
 
 
+def _reserved_code_point(root: Any):
+    """The first code point (or ``\\U0010xxxx`` escape) of the placeholders' range that the
+    loaded schema mentions, as a match, or None (:func:`schema_rules` refuses such a schema)."""
+    return _RESERVED.search(json.dumps(root, ensure_ascii=False))
+
+
 #: Rule keys that are not JSON pointers (a pointer is ``""`` or starts with ``/``):
 #: the free-form value rules, and ``shared:dN`` for the converter's shared definitions.
 ANY_VALUE, ANY_ARRAY, ANY_OBJECT = "any value", "any array", "any object"
@@ -221,7 +227,7 @@ def _regex_unless_rules(schema: Any, whitespace: Optional[str], strict: bool) ->
     has, and on any error (the caller's ``schema_rules`` then runs and reports it as before)."""
     try:
         root = _load(schema)
-        if _RESERVED.search(json.dumps(root, ensure_ascii=False)):
+        if _reserved_code_point(root):
             return None  # schema_rules' error
         from . import _schema_regex
         return _schema_regex(root, whitespace, 3, strict, True, _RegexUnlessRules)
@@ -248,8 +254,7 @@ def schema_rules(schema: Any, *, whitespace: Optional[str] = None, strict: bool 
     (False, True)
     """
     root = _load(schema)
-    text = json.dumps(root, ensure_ascii=False)
-    m = _RESERVED.search(text)
+    m = _reserved_code_point(root)
     if m:
         raise SchemaError(f"schema at /: it mentions the code point {m.group()!r} of Supplementary "
                           "Private Use Area-B (U+100000..U+10FFFF), which max_recursion_depth=None "
