@@ -72,7 +72,8 @@ def load_grammar(text, syntax: str = "lark", start: str = "start", cache_dir=Non
 
 #: mixed into the disk-cache keys of read grammars and grammar states: bump it when
 #: what they store changes meaning
-GRAMMAR_CACHE_VERSION = 2  # 2: read grammars store the regular-rule rewrite (grammar/regular.py)
+GRAMMAR_CACHE_VERSION = 3  # 2: read grammars store the regular-rule rewrite (grammar/regular.py);
+                           # 3: with right spines as prefix lexemes
 
 
 @functools.lru_cache(maxsize=1)
