@@ -4,10 +4,11 @@ import doctest
 
 import pytest
 
-from hf_constrained.grammar import cfg, configs, constraint, earley, filling, gbnf, lexer, processor, regex_tree
+from hf_constrained.grammar import (cfg, configs, constraint, earley, filling, gbnf, lexer, node_cache, processor,
+                                    regex_tree)
 
 
-MODULES = [cfg, configs, constraint, earley, filling, gbnf, lexer, processor, regex_tree]
+MODULES = [cfg, configs, constraint, earley, filling, gbnf, lexer, node_cache, processor, regex_tree]
 
 
 @pytest.mark.parametrize("mod", MODULES, ids=lambda m: m.__name__)

@@ -236,3 +236,54 @@ def test_region_state_with_a_partly_filled_row():
     assert c.allowed_ids(q).tolist() == brute_force_allowed(c, q)
     region = c.index._region(q)
     assert region is not None and e3 in region[0].tolist()
+
+
+@pytest.mark.parametrize("name", ["arith", "json"])
+def test_small_frontiers_stepped_on_python_ints(name, deepseek):
+    """The grammar index steps sparse trie levels of at most SMALL_FRONTIER live nodes on Python
+    ints (_GrammarIndex._children): the same masks, successors and configuration ids as the
+    numpy step (SMALL_FRONTIER = 0) on every state along the sentences, and the brute-force
+    masks on some."""
+    fast, slow = GrammarConstraint(GRAMMARS[name], deepseek), GrammarConstraint(GRAMMARS[name], deepseek)
+    slow.index.SMALL_FRONTIER = 0
+    calls = []
+    step = type(fast.index)._children
+    fast.index._children = lambda *a: (calls.append(len(a[2])), step(fast.index, *a))[1]
+    rng, oracle = random.Random(1), []
+    for text in SENTENCES[name]:
+        _, states = _states_along(fast, deepseek, text)
+        _, states_slow = _states_along(slow, deepseek, text)
+        assert states == states_slow
+        for q in states:
+            assert np.array_equal(fast.index.bits(q), slow.index.bits(q)), (text, q)
+            assert np.array_equal(fast.index.successors(q), slow.index.successors(q))
+        oracle.append(rng.choice(states[1:]))
+    assert fast.automaton.num_states == slow.automaton.num_states
+    for q in oracle:   # last: the brute force fills whole rows, creating configurations
+        assert fast.allowed_ids(q).tolist() == brute_force_allowed(fast, q)
+    assert sum(1 for n in calls if n <= fast.index.SMALL_FRONTIER) > 100 and max(calls) > fast.index.SMALL_FRONTIER
+
+
+def test_small_frontiers_filling_new_cells():
+    """Long narrow tokens ("((((", "-(-(", "1))") whose walks reach new configurations deep in
+    the trie, where the Python step fills the cells it reads: the masks of the numpy step and
+    of the brute force, at every state of a breadth-first exploration."""
+    deep = [c * k for c in ("(", "(-", "1)") for k in range(2, 9)] + ["1" + ")" * k for k in range(2, 9)]
+    vocab = Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)] + [d.encode() for d in deep])
+    fast, slow = (GrammarConstraint(ARITH, vocab, eos_token_id=0, warm=False) for _ in range(2))
+    slow.index.SMALL_FRONTIER = 0
+    filled = []
+    fill = type(fast.index)._fill
+    fast.index._fill = lambda s, c: (filled.append(len(s)), fill(fast.index, s, c))
+    frontier, seen = [int(fast.starts[0])], set()
+    while frontier and len(seen) < 60:
+        q = frontier.pop(0)
+        if q in seen:
+            continue
+        seen.add(q)
+        assert np.array_equal(fast.index.bits(q), slow.index.bits(q)), q
+        frontier.extend(fast.index.successors(q).tolist()[:6])
+    assert fast.automaton.num_states == slow.automaton.num_states
+    assert len(seen) == 60 and sum(filled) > 50
+    for q in sorted(seen)[::6]:
+        assert fast.allowed_ids(q).tolist() == brute_force_allowed(fast, q)

@@ -9,6 +9,7 @@ without the rewrite, along every token path of a small vocabulary.
 
 import itertools
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -71,6 +72,21 @@ opt: "a"? "b"* | "c" ~ 0..2
 pad: sp "b"? sp "c"?
 sp: "a"?
 """
+# right spines in kept rules (un -> "-" un: one nested parser node per "-" unless read as one
+# lexeme, regular.py's _spine): several alphas, a nullable piece inside one, a non-regular
+# alternative that ends with un, and (SPINE_IGNORED) %ignore gaps and a nullable un
+SPINE = r"""
+start: un | start "+" un
+un: "-" un | "!" "?" un | "~" ws un | atom | "(" start ")" un
+atom: "x" | "[" start "]"
+ws: " "?
+"""
+SPINE_IGNORED = r"""
+start: un ";" | "(" start ")"
+un: "-" un | "!" "-" un | atom?
+atom: "x" | "[" start "]"
+%ignore " "
+"""
 ALL_REGULAR = r"""
 start: ("a" | "b" "c")* "d"? ("e" ~ 1..2)?
 """
@@ -87,6 +103,8 @@ CASES = {  # name: (Lark text, alphabet, max sentence length)
     "ignored": (IGNORED, "01.a+,( #", 6),
     "nullable": (NULLABLE, "abc(),<", 7),
     "all_regular": (ALL_REGULAR, "abcde", 7),
+    "spine": (SPINE, "-!?~ x[]+(", 6),
+    "spine_ignored": (SPINE_IGNORED, "-! x[];(", 7),
 }
 
 
@@ -145,7 +163,8 @@ def _vocab(alphabet):
     return Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)] + [m.encode() for m in multi])
 
 
-@pytest.mark.parametrize("name", ["gbnf_arith", "gbnf_json", "lowercase", "ignored", "nullable", "counted"])
+@pytest.mark.parametrize("name", ["gbnf_arith", "gbnf_json", "lowercase", "ignored", "nullable", "counted",
+                                  "spine", "spine_ignored"])
 def test_masks_equal_with_and_without_rewrite(name):
     text, alphabet, _ = CASES[name]
     vocab = _vocab(alphabet)
@@ -191,6 +210,34 @@ def test_what_is_rewritten():
     i = nl.nonterminals.index("opt")
     assert sorted(rhs for lhs, rhs in nl.rules if lhs == i) == [(), (-1 - nl.terminals.index("opt"),)]
     assert from_lark(ALL_REGULAR).nonterminals == ["start"]
+
+
+def test_right_spines_are_one_lexeme():
+    """``atom -> "-" atom`` nests one parser node per "-" (the node after each one is new: its
+    item's origin is the previous one), so a 64-dash token made a mask walk create 64 nodes and
+    configurations at every parse position where a number may start. Read as a prefix lexeme
+    ``-+`` of atom's other alternatives, a run of dashes stays in one configuration."""
+    g = from_lark(GBNF_ARITH)
+    lex = dict(zip(g.terminals, g.patterns))
+    assert lex["(__ANON_2)+ r6_number"] == r"\-+[0-9]+(?:\.[0-9]+)?"   # merged with the run after it
+    assert lex["(__ANON_2)+ __ANON_3 r4_ws"] == r"\-+\(\ ?"
+    auto = ConfigAutomaton([g])
+    q = auto.walk(auto.starts[0], b"1+(-")
+    nodes, configs = auto.parser.num_nodes, auto.num_states
+    q2 = auto.walk(q, b"-" * 200)
+    assert q2 and auto.num_states - configs <= 2 and auto.parser.num_nodes == nodes
+    assert auto.accepting[auto.walk(q2, b"2)")] and not auto.accepting[auto.walk(q2, b"2")]
+    # the alternatives' own rules stay (no prefix), the non-regular one that ends with un too
+    sp = from_lark(SPINE)
+    un = sp.nonterminals.index("un")
+    alts = [[sp.terminals[-1 - s] if s < 0 else sp.nonterminals[s] for s in rhs] for lhs, rhs in sp.rules
+            if lhs == un]
+    assert ["atom"] in alts and ["(MINUS | BANG QMARK | TILDE ws)+", "atom"] in alts
+    assert ["LPAR", "start", "RPAR", "un"] in alts and not any(a[-1:] == ["un"] and len(a) == 2 for a in alts)
+    ig = from_lark(SPINE_IGNORED)
+    rx = re.compile(dict(zip(ig.terminals, ig.patterns))["(MINUS | BANG MINUS)+"])   # %ignore gaps inside
+    assert all(rx.fullmatch(w) for w in ["-", "!-", "- ! -", "-  -!  -"])
+    assert not any(rx.fullmatch(w) for w in ["", "!", "- ", " -", "-!"])
 
 
 @pytest.mark.parametrize("runs", [True, False])

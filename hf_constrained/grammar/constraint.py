@@ -72,7 +72,8 @@ def load_grammar(text, syntax: str = "lark", start: str = "start", cache_dir=Non
 
 #: mixed into the disk-cache keys of read grammars and grammar states: bump it when
 #: what they store changes meaning
-GRAMMAR_CACHE_VERSION = 2  # 2: read grammars store the regular-rule rewrite (grammar/regular.py)
+GRAMMAR_CACHE_VERSION = 3  # 2: read grammars store the regular-rule rewrite (grammar/regular.py);
+                           # 3: with right spines as prefix lexemes
 
 
 @functools.lru_cache(maxsize=1)
@@ -156,6 +157,38 @@ class _GrammarIndex(TokenIndex):
 
     def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
         self.dfa.fill(states, classes)   # under the automaton's lock (and no other)
+
+    #: a sparse trie level of at most this many live nodes with at most twice as many children
+    #: is stepped on Python ints: a grammar's walks go deep along few nodes (DeepSeek's 64-dash
+    #: token, runs of spaces or brackets), where a level's ten numpy calls cost several times the work
+    SMALL_FRONTIER = 16
+
+    def _children(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
+        if len(nodes) > self.SMALL_FRONTIER:
+            return super()._children(v, node_cls, nodes, states)
+        starts, ends = v.child_start, v.child_end
+        spans = [(starts.item(n), ends.item(n)) for n in nodes.tolist()]
+        if sum(b - a for a, b in spans) > 2 * self.SMALL_FRONTIER:
+            return super()._children(v, node_cls, nodes, states)
+        if node_cls is None:
+            node_cls, nb = self._byte_class, v.node_byte   # classes from the nodes' bytes
+        else:
+            nb = None
+        kids, cells = [], []
+        for (a, b), s in zip(spans, states.tolist()):
+            for c in range(a, b):
+                kids.append(c)
+                cells.append((s, node_cls[nb.item(c)] if nb is not None else node_cls.item(c)))
+        table = self.dfa.table
+        nxt = [table.item(s, k) for s, k in cells]
+        if -1 in nxt:   # cells not computed yet: filled together, as TokenIndex._lookup does
+            miss = [cell for cell, t in zip(cells, nxt) if t < 0]
+            self._fill(np.array([s for s, _ in miss], dtype=np.int64), np.array([k for _, k in miss], dtype=np.int64))
+            table = self.dfa.table
+            nxt = [table.item(s, k) for s, k in cells]
+        keep = [i for i, t in enumerate(nxt) if t]   # DEAD is 0
+        return (np.array([kids[i] for i in keep], dtype=np.int64),
+                np.array([nxt[i] for i in keep], dtype=table.dtype))
 
     def _region(self, q: int):
         # a lexical region's walk reads its states' rows directly: fill them whole

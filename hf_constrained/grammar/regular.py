@@ -28,7 +28,15 @@ the others live on inside their regexes. In a kept rule, a run of two or more
 adjacent regular symbols (terminals, regular nonterminals) that cannot be empty
 as a whole becomes one terminal too (``ws [+-] ws`` in ``sum: product (ws [+-]
 ws product)*``; named by its symbols), by the same argument: the run derives
-exactly the concatenations of its pieces' languages. By default this is done
+exactly the concatenations of its pieces' languages. A kept ``N`` with *right spine*
+alternatives ``N -> α N`` (``α`` a non-nullable run of regular symbols; ``atom: "-" atom``)
+gets the prefix terminal ``P = (α1|α2|...)+`` instead: ``N -> P γ | γ`` for each other
+alternative ``γ`` (which may use ``N`` anywhere: ``N -> "(" x ")" N`` is one), the same
+language by the argument above (a derivation of ``N`` applies spine alternatives ``k >= 0``
+times, then a ``γ``), and done with or without ``%ignore`` (``P`` is one terminal). Each
+``α`` read nested the parser one node deeper (the item ``N -> α . N`` has the previous
+node as origin), so a token of 64 dashes made every mask walk there create 64 new parser
+nodes and configurations; as one lexeme they stay in one configuration. By default runs are merged
 only in grammars without ``%ignore``: with it every run's regex repeats the
 ignored lexemes' regex between its pieces (``AS WS* NAME``, ``NAME WS* AS WS*
 NAME``, ...), which made the lexer's construction (its regexes are parsed up
@@ -174,8 +182,37 @@ class _Rewrite(RegexWriter):
         for s in symbols:
             if items and self.gap is not None:
                 items.append(self.gap)
-            items.append(("t", -1 - s) if s < 0 else ("n", s))
+            items.append(s[1] if isinstance(s, tuple) else ("t", -1 - s) if s < 0 else ("n", s))
         return _seq(items)
+
+    def _name(self, s) -> str:
+        return s[2] if isinstance(s, tuple) else self.cfg.terminals[-1 - s] if s < 0 else self.cfg.nonterminals[s]
+
+    def _spine(self, n: int) -> list:
+        """The alternatives of kept ``n`` with its right spine read as one lexeme: rules ``n -> α n``
+        (``α`` regular, never empty) become a prefix ``P = α (gap α)*`` of the others, ``n -> P γ
+        | γ`` for each other alternative ``γ`` (the module docstring); each alternative a list of
+        symbols, ``P`` as ``("spine", tree, name)``. Unchanged without such rules."""
+        alts = self.alts.get(n, [])
+        alpha, gamma = [], []
+        for rhs in alts:
+            if len(rhs) >= 2 and rhs[-1] == n and rhs.count(n) == 1 and all(
+                    (s < 0 and self.term_ok[-1 - s]) or s in self.tree for s in rhs[:-1]):
+                alpha.append(rhs[:-1])
+            elif list(rhs) != [n]:
+                gamma.append(list(rhs))
+        if not alpha or not gamma:
+            return [list(rhs) for rhs in alts]
+        a = _alt([self._seq(x) for x in alpha])
+        tree = _simplify(_seq([a, ("rep", _seq([self.gap, a]) if self.gap else a, 0, None)]))
+        try:
+            if self.is_nullable(tree):
+                return [list(rhs) for rhs in alts]
+            self.render(tree)
+        except (_TooBig, RecursionError):
+            return [list(rhs) for rhs in alts]
+        head = ("spine", tree, "(" + " | ".join(" ".join(self._name(s) for s in x) for x in alpha) + ")+")
+        return [alt for g in gamma for alt in ([head] + g, g)]
 
     def _classify(self, n: int):
         """The regex tree of ``n`` if it is regular (its callees already classified), else None."""
@@ -235,7 +272,7 @@ class _Rewrite(RegexWriter):
                 self.text.pop((n, True), None)
                 continue
         keep = [n for n in sorted(self.reach) if n not in self.tree]
-        segments = {n: [self._segments(rhs) for rhs in self.alts.get(n, ())] for n in keep}
+        segments = {n: [self._segments(rhs) for rhs in self._spine(n)] for n in keep}
         items = [x for segs in segments.values() for rhs in segs for x in rhs]
         if not self.tree and not any(x[0] == "run" for x in items):
             return cfg
@@ -304,15 +341,14 @@ class _Rewrite(RegexWriter):
                     except (_TooBig, RecursionError):
                         rx = None
                     if rx is not None:
-                        name = " ".join(self.cfg.terminals[-1 - s] if s < 0 else self.cfg.nonterminals[s]
-                                        for s in run)
-                        out.append(("run", tree, name, rx))
+                        out.append(("run", tree, " ".join(self._name(s) for s in run), rx))
                         run.clear()
                         return
-            out.extend(("sym", s) for s in run)
+            out.extend(("run", s[1], s[2], self.render(s[1])[0]) if isinstance(s, tuple) else ("sym", s)
+                       for s in run)
             run.clear()
         for s in rhs:
-            if (s < 0 and self.term_ok[-1 - s]) or s in self.tree:
+            if isinstance(s, tuple) or (s < 0 and self.term_ok[-1 - s]) or s in self.tree:
                 run.append(s)
             else:
                 flush()
