@@ -197,12 +197,17 @@ def growth_bounds(dfa, max_entries: int | None = None):
     at a leaf's root (its first byte) only on the last byte of a character that
     can precede the leaf: the classes ``inmask(leaf)``, computed as a Glushkov
     follow relation over leaves (``last`` masks bottom-up, ``inmask`` top-down:
-    the first child of a concatenation gets its parent's, the next one the
-    previous child's ``last``, with its ``inmask`` too when it may be empty; a
-    repetition that may repeat (``hi`` unbounded or at least 2) adds its child's
-    ``last``; a call passes its ``inmask`` to the definition, whose ``last`` is
-    the call's). Unreached nodes (subtrees pruned while building) count as roots,
-    which only over-counts.
+    the first child of a concatenation gets its parent's, each next one the
+    previous child's ``last``, plus that child's own ``inmask`` when it may be
+    empty; a repetition that may repeat (``hi`` unbounded or at least 2) adds its
+    child's ``last``; a call passes its ``inmask`` to the definition, whose
+    ``last`` is the call's; a one-leaf definition is counted per call). The
+    start states exist already and are no expansion's new states. Unreached
+    nodes (subtrees pruned while building) count as roots, which only
+    over-counts. ``tests/test_probe.py`` checks both bounds against the explored
+    automaton (equal to its counts where there are no counters or definitions).
+
+    Returns None as soon as ``entries`` exceeds ``max_entries``.
 
     >>> dfa = LazyDFA.from_patterns([r"ab|c"])  # classes: <a, a, b, c, >c
     >>> growth_bounds(dfa)  # END, a, b, c; END on 5 classes, a on none, b after a, c on none
