@@ -13,7 +13,8 @@ that ``schema_to_regex`` accepts (round-robin over its eight datasets, file orde
   untimed construction first);
 * the cold phases, measured apart: convert (``schema_to_regex``, shared=True as
   ``JSONProcessor`` does), parse (``regex_parser.parse``), automaton (``LazyDFA``),
-  probe (``RegexConstraint``'s 128-state ``explore``), index (``TokenIndex``), first
+  probe (``RegexConstraint``'s ``probe``: the 128-state ``explore``, stopped or skipped
+  once it provably cannot fail), index (``TokenIndex``), first
   mask (the start states' masks, as the processor's warm-up computes them) and the
   first call; "rest" is cold minus their sum (vocabulary lookup, keys, locks...).
 
@@ -95,7 +96,7 @@ def phases(schema, tok, width) -> tuple:
     from hf_constrained import ConstrainedProcessor, schema_to_regex
     from hf_constrained.automaton import LazyDFA
     from hf_constrained.index import TokenIndex
-    from hf_constrained.regex_constraint import _PROBE_STATES, RegexConstraint
+    from hf_constrained.regex_constraint import _PROBE_STATES, RegexConstraint, probe
     from hf_constrained.regex_parser import parse
     from hf_constrained.vocabulary import Vocabulary
 
@@ -108,7 +109,7 @@ def phases(schema, tok, width) -> tuple:
     t.append(_clock())
     dfa = LazyDFA([tree], strip_leading_space=vocab.strip_leading_space)
     t.append(_clock())
-    dfa.explore(_PROBE_STATES)
+    probe(dfa, _PROBE_STATES)  # as RegexConstraint.__init__ (default max_states)
     t.append(_clock())
     index = TokenIndex(dfa, vocab, list(eos), pad_token_id=tok.pad_token_id)
     t.append(_clock())

@@ -24,13 +24,17 @@ import time
 import numpy as np
 
 from . import cache as disk
-from .automaton import DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_STATES, LazyDFA
+from .automaton import (_ALT, _CAT, _CLS, _REP, DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_STATES,
+                        MEMBERS_PER_POSITION, LazyDFA)
 from .constraint import FINISHED, Constraint
 from .errors import GenerationConflictError
 from .index import TokenIndex
 from .vocabulary import Vocabulary
 
 _PROBE_STATES = 128
+#: forests larger than this are probed plainly: the walk of growth_bounds() over
+#: their nodes (about 0.25 us each) would cost more than it can save
+PROBE_BOUND_NODES = 2500
 
 
 class RegexConstraint(Constraint):
@@ -67,8 +71,9 @@ class RegexConstraint(Constraint):
                                          strip_leading_space=vocab.strip_leading_space
                                          if strip_leading_space is None else bool(strip_leading_space))
         # Probe the first states now so a pattern whose automaton is immediately
-        # larger than max_states fails at construction, not inside generate().
-        self.dfa.explore(min(int(max_states) + 1, _PROBE_STATES))
+        # larger than max_states fails at construction, not inside generate()
+        # (only as far as it could still fail: see probe()).
+        probe(self.dfa, min(int(max_states) + 1, _PROBE_STATES))
         self.index = TokenIndex(self.dfa, vocab, self.eos_token_ids.tolist(), pad_token_id=pad_token_id)
         self._lock = self.index.lock
         start_of = {p: s for p, s in zip(self.distinct, self.dfa.starts)}
@@ -167,3 +172,195 @@ class RegexConstraint(Constraint):
             except (ValueError, KeyError, IndexError):
                 return False  # foreign or inconsistent file: ignore it, it gets rewritten
         return True
+
+
+# ---------------------------------------------------------------- the probe
+def growth_bounds(dfa, max_entries: int | None = None):
+    """``(positions, entries)``: upper bounds, from ``dfa``'s syntax trees alone, on
+    the pattern positions the automaton can ever hold (END included), and on the
+    positions that the new states of one :meth:`LazyDFA.expand` hold together.
+
+    *Positions.* A position is ``(leaf, trie node, counters, calls)``: a leaf has
+    as many as its UTF-8 trie has nodes, times its *contexts*: the counter values
+    (``0 .. hi-1``, or ``0 .. lo-1`` for an unbounded counter, which saturates) of
+    each counted repetition around it, summed over the chains of calls that reach
+    its definition. Contexts are counted top-down (a node's parent, or a
+    definition's calls, have larger ids: children and definitions are built first).
+
+    *Entries.* Expanding a state cuts the byte classes into disjoint segments and
+    interns one set per segment; every position in the set of a segment is
+    *entered* on each of its classes, in particular on its first one. So the new
+    states of one expansion hold together at most ``sum over classes c of E(c)``
+    positions, ``E(c)`` being the positions that some transition on ``c`` can
+    enter. END is entered on at most every class (``n_classes``); a position at
+    trie node ``k > 0`` only on the classes of the one edge into ``k``; a position
+    at a leaf's root (its first byte) only on the last byte of a character that
+    can precede the leaf: the classes ``inmask(leaf)``, computed as a Glushkov
+    follow relation over leaves (``last`` masks bottom-up, ``inmask`` top-down:
+    the first child of a concatenation gets its parent's, each next one the
+    previous child's ``last``, plus that child's own ``inmask`` when it may be
+    empty; a repetition that may repeat (``hi`` unbounded or at least 2) adds its
+    child's ``last``; a call passes its ``inmask`` to the definition, whose
+    ``last`` is the call's; a one-leaf definition is counted per call). The
+    start states exist already and are no expansion's new states. Unreached
+    nodes (subtrees pruned while building) count as roots, which only
+    over-counts. ``tests/test_probe.py`` checks both bounds against the explored
+    automaton (equal to its counts where there are no counters or definitions).
+
+    Returns None as soon as ``entries`` exceeds ``max_entries``.
+
+    >>> dfa = LazyDFA.from_patterns([r"ab|c"])  # classes: <a, a, b, c, >c
+    >>> growth_bounds(dfa)  # END, a, b, c; END on 5 classes, a on none, b after a, c on none
+    (4, 6)
+    """
+    f = dfa._forest
+    kind, kids, parent, nullable, trie, target = f.kind, f.kids, f.parent, f.nullable, f.trie, f.target
+    cls = dfa._class_list
+    sizes, fins, inners = [], [], []  # per leaf trie: nodes, classes of final bytes (bits), classes into inner nodes
+    for nodes in f.tries:
+        fin = inner = 0
+        for edges in nodes:
+            for blo, bhi, tgt in edges:
+                a, b = cls[blo], cls[bhi]
+                if tgt < 0:
+                    fin |= ((1 << (b + 1)) - 1) ^ ((1 << a) - 1)
+                else:
+                    inner += b - a + 1
+        sizes.append(len(nodes))
+        fins.append(fin)
+        inners.append(inner)
+    fins.append(0)  # trie -1: not a leaf
+    n = len(kind)
+    last = [fins[t] for t in trie]  # classes of a node's last byte; leaves done, the rest bottom-up
+    inner_nodes = [i for i, t in enumerate(trie) if t < 0]  # ascending: children first
+    for i in inner_nodes:
+        k = kind[i]
+        if k == _CAT:
+            acc = 0
+            for c in reversed(kids[i]):
+                acc |= last[c]
+                if not nullable[c]:
+                    break
+            last[i] = acc
+        elif k == _ALT:
+            acc = 0
+            for c in kids[i]:
+                acc |= last[c]
+            last[i] = acc
+        elif k == _REP:
+            last[i] = last[kids[i][0]]
+        else:  # _REF
+            last[i] = last[target[i]]
+    ctx, inmask = [0] * n, [0] * n
+    positions, entries = 1, dfa.n_classes
+    for i, p in enumerate(parent):
+        if p < 0 and not f.is_def[i]:  # a pattern's root (or a pruned subtree: over-counts)
+            ctx[i] = 1
+            if trie[i] >= 0:
+                positions += sizes[trie[i]]
+                entries += inners[trie[i]]
+    counted, lo, hi = f.counted, f.lo, f.hi
+    # Top-down over the inner nodes; a leaf has one parent, so what it receives is
+    # final there and it is counted at once.
+    for i in reversed(inner_nodes):
+        m = ctx[i]
+        if not m:
+            continue
+        k, cur = kind[i], inmask[i]
+        if k == _CAT:
+            for c in kids[i]:
+                t = trie[c]
+                if t >= 0:
+                    positions += m * sizes[t]
+                    entries += m * (cur.bit_count() + inners[t])
+                else:
+                    ctx[c] += m
+                    inmask[c] |= cur
+                cur = (last[c] | cur) if nullable[c] else last[c]
+        elif k == _ALT:
+            for c in kids[i]:
+                t = trie[c]
+                if t >= 0:
+                    positions += m * sizes[t]
+                    entries += m * (cur.bit_count() + inners[t])
+                else:
+                    ctx[c] += m
+                    inmask[c] |= cur
+        elif k == _REP:
+            c = kids[i][0]
+            if counted[i]:
+                m *= hi[i] if hi[i] is not None else lo[i]
+            if hi[i] is None or hi[i] >= 2:
+                cur |= last[c]
+            t = trie[c]
+            if t >= 0:
+                positions += m * sizes[t]
+                entries += m * (cur.bit_count() + inners[t])
+            else:
+                ctx[c] += m
+                inmask[c] |= cur
+        else:  # _REF: the definition is entered where the call is
+            t = target[i]
+            if trie[t] >= 0:  # a one-leaf definition: its positions called from here
+                positions += m * sizes[trie[t]]
+                entries += m * (cur.bit_count() + inners[trie[t]])
+            else:
+                ctx[t] += m
+                inmask[t] |= cur
+        if max_entries is not None and entries > max_entries:
+            return None
+    return positions, entries
+
+
+def probe(dfa, limit: int) -> bool:
+    """``dfa.explore(limit)`` as far as it could still raise :class:`StateLimitError`.
+
+    The same breadth-first walk, with the same errors where it raises, but it stops
+    once the expansions left (at most ``limit`` minus those done) provably cannot
+    reach a limit, by :func:`growth_bounds`: an expansion interns at most one new
+    state per segment of byte classes plus the unstripped copy of a start state
+    (``n_classes + 1``), and its new states hold at most ``entries`` positions
+    together (plus a start's members for that copy); every position it creates is
+    a member of one of them. The bounds are only computed for forests of at most
+    :data:`PROBE_BOUND_NODES` nodes (beyond, the walk over them costs more than the
+    probe), and given up once ``entries`` is too large to skip the probe. Returns
+    True when it stopped early (or at once: a pattern far from every limit skips
+    the probe), False when it walked as far as ``explore`` would have.
+
+    >>> dfa = LazyDFA.from_patterns([r'\\{"a":[0-9]+\\}'])
+    >>> probe(dfa, 128), int(dfa.expanded[:dfa.num_states].sum())  # far from the limits: only DEAD
+    (True, 1)
+    >>> dfa = LazyDFA.from_patterns([r"(a|b)*a(a|b){12}"], max_states=64)
+    >>> probe(dfa, 65)
+    Traceback (most recent call last):
+    ...
+    hf_constrained.errors.StateLimitError: the automaton needs more than max_states=64 states (patterns such as (a|b)*a(a|b){30} blow up when determinised); simplify the pattern or raise max_states
+    """
+    starts = list(dict.fromkeys(dfa.starts))
+    copies = sum(len(dfa._keys[s][0]) for s in starts) if dfa.strip_leading_space else 0
+    max_states, max_positions = dfa.max_states, dfa.max_nfa_states
+    max_members = MEMBERS_PER_POSITION * max_positions
+    bounds = None
+    if len(dfa._forest.kind) <= PROBE_BOUND_NODES:
+        bounds = growth_bounds(dfa, max_entries=(max_members - dfa._members - copies) // max(int(limit), 1))
+    positions, entries = bounds if bounds is not None else (0, 0)
+    grow = dfa.n_classes + 1
+    frontier, seen = starts, set(starts)
+    expand = dfa.expand
+    i = 0
+    while i < len(frontier):
+        if i >= limit:
+            return False
+        left = limit - i
+        if (bounds is not None and dfa.num_states + left * grow <= max_states
+                and dfa._members + left * entries + copies <= max_members
+                and min(positions, len(dfa._pos_keys) + left * entries) <= max_positions):
+            return True
+        s = frontier[i]
+        i += 1
+        expand(s)
+        for t in sorted(set(dfa.table[s].tolist())):  # as explore()
+            if t not in seen:
+                seen.add(t)
+                frontier.append(t)
+    return False

@@ -16,8 +16,8 @@ is the key of the shared walk:
 >>> dfa = LazyDFA.from_patterns([r'"[^"\\\\]*"'])
 >>> body = dfa.walk(dfa.starts[0], b'"')
 >>> states, table = find_region(dfa, body)
->>> int(states[0]) == body, table.shape[0]  # the body, then its UTF-8 continuation states
-(True, 10)
+>>> int(states[0]) == body, table.shape[0]  # the body, then the states inside its UTF-8 characters
+(True, 19)
 >>> int(table[0, dfa.byte_class[ord("a")]]), int(table[0, dfa.byte_class[ord('"')]])
 (0, -1)
 >>> find_region(dfa, dfa.starts[0]) is None  # the opening quote: no loop
@@ -49,7 +49,10 @@ def find_region(dfa, q: int, min_loops: int = 16, depth: int = 3, max_states: in
 
     A state with at least ``min_loops`` bytes looping back to itself has one:
     the states within ``depth`` transitions of ``q`` (at most ``max_states``
-    looked at) from which ``q`` can be reached again. Returns ``(states, table)``:
+    looked at) from which ``q`` can be reached again. Every candidate looked at
+    is expanded first, so the region depends only on the automaton, not on which
+    states earlier walks (or the constructor's probe) happened to expand.
+    Returns ``(states, table)``:
     the region's states in a canonical order (``q`` first, then breadth-first,
     targets by first byte class) and their transitions as a local ``int16``
     table over byte classes (region index, or -1 for "leaves the region").
@@ -68,8 +71,10 @@ def find_region(dfa, q: int, min_loops: int = 16, depth: int = 3, max_states: in
                     order.append(t)
                     nxt.append(t)
         frontier = nxt
+    for s in frontier:  # the last ring was only discovered, not expanded
+        _row(dfa, s)
     cand = np.array(order, dtype=np.int64)
-    rows = dfa.table[cand]  # unexpanded candidates hold -1: never in the region
+    rows = dfa.table[cand]
     lut = np.full(dfa.num_states, -1, dtype=np.int64)
     lut[cand] = np.arange(len(cand))
     local = np.where(rows > 0, lut[np.maximum(rows, 0)], -1)
