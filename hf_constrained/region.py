@@ -32,6 +32,7 @@ import weakref
 import numpy as np
 
 from .constraint import DEAD
+from .neighbour import _spans
 
 #: vocabulary -> {region table over bytes: RegionWalk, or None (not worth it)}
 _REGION_WALKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -95,6 +96,12 @@ class RegionWalk:
     state each ends in (``end_set``: the distinct ones); ``exit_nodes``/``exit_from``:
     the byte-trie nodes where a path leaves it (ascending), and the region state
     just before; ``packed``: width -> packed bits of ``ids``.
+
+    The tokens that leave the region are kept as an *exit forest* (:meth:`exit_walk`):
+    exits are grouped by (region state left, byte read), every exit of a group leads to
+    the same automaton state, so the subtries below a group's exits are merged into
+    one tree over the bytes after the exit. A state walks that forest (a few hundred
+    nodes, one gather per level) instead of the subtries of each exit node.
     """
 
     #: below this share of the vocabulary inside the region, the plain walk is cheaper
@@ -145,7 +152,70 @@ class RegionWalk:
         self.packed: dict = {}
         self.exit_nodes = exits[leaving]
         self.exit_from = exit_from[leaving].astype(np.int64)
+        self._exit_forest(v)
         return self
+
+    def _exit_forest(self, v) -> None:
+        """Merge the subtries below the exit nodes, group by group (see the class).
+
+        ``group_from``/``group_byte``: per group, the region state left and the byte
+        read (the forest's roots are nodes ``0 .. groups-1``); ``forest_parent`` /
+        ``forest_byte``: per forest node, its parent and byte (roots: -1 / the
+        group's byte), numbered by depth below the exit (``forest_depth_start``), so
+        one node stands for every trie node reached by the same bytes after an exit
+        of its group; ``forest_ids``/``forest_node``: every token at or below an exit
+        node and its forest node.
+        """
+        exits = self.exit_nodes
+        key = self.exit_from * 256 + v.node_byte[exits]
+        groups, group_of = np.unique(key, return_inverse=True)
+        self.group_from, self.group_byte = groups // 256, (groups % 256).astype(np.uint8)
+        fid = np.full(v.num_nodes, -1, dtype=np.int64)  # trie node -> forest node
+        fid[exits] = group_of
+        parents, bytes_, starts = [np.full(len(groups), -1, np.int64)], [self.group_byte], [0, len(groups)]
+        nodes = exits
+        while len(nodes):  # breadth-first by depth below the exits (exits are never below one another)
+            cs = v.child_start[nodes]
+            nodes = _spans(cs, v.child_end[nodes] - cs)
+            if len(nodes) == 0:
+                break
+            k = fid.take(v.node_parent[nodes]) * 256 + v.node_byte[nodes]
+            uniq, inv = np.unique(k, return_inverse=True)
+            fid[nodes] = starts[-1] + inv
+            parents.append(uniq // 256)
+            bytes_.append((uniq % 256).astype(np.uint8))
+            starts.append(starts[-1] + len(uniq))
+        self.forest_parent = np.concatenate(parents)
+        self.forest_byte = np.concatenate(bytes_)
+        self.forest_depth_start = starts
+        at = fid.take(v.term_node)
+        has = np.flatnonzero(at >= 0)
+        self.forest_ids, self.forest_node = v.term_ids[has].astype(np.int64), at[has]
+
+    def exit_walk(self, index, states: np.ndarray):
+        """``(token ids, next states)`` of the tokens that leave the region and end in
+        a live state, for a state whose region states are ``states`` (in the order of
+        :func:`find_region`): the same pairs as walking every exit node's subtrie from
+        where it leaves, through ``index._lookup`` (so states are determinised, and a
+        subclass's ``_fill`` hook runs, as in any walk)."""
+        dfa = index.dfa
+        byte_class = dfa.byte_class
+        st = np.zeros(len(self.forest_parent), dtype=dfa.table.dtype)
+        ds = self.forest_depth_start
+        g = ds[1]
+        if g == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        st[:g] = index._lookup(states[self.group_from].astype(dfa.table.dtype), byte_class.take(self.group_byte))
+        for j in range(1, len(ds) - 1):
+            a, b = ds[j], ds[j + 1]
+            ps = st.take(self.forest_parent[a:b])
+            live = np.flatnonzero(ps)  # DEAD is 0: only the children of live nodes are looked up
+            if len(live) == 0:
+                break
+            st[a + live] = index._lookup(ps[live], byte_class.take(self.forest_byte[a + live]))
+        nxt = st.take(self.forest_node)
+        keep = np.flatnonzero(nxt)
+        return self.forest_ids[keep], nxt[keep].astype(np.int64)
 
 
 def shared_walk(vocab, key, build):
