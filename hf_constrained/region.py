@@ -97,11 +97,9 @@ class RegionWalk:
     the byte-trie nodes where a path leaves it (ascending), and the region state
     just before; ``packed``: width -> packed bits of ``ids``.
 
-    The tokens that leave the region are kept as an *exit forest* (:meth:`exit_walk`):
-    exits are grouped by (region state left, byte read), every exit of a group leads to
-    the same automaton state, so the subtries below a group's exits are merged into
-    one tree over the bytes after the exit. A state walks that forest (a few hundred
-    nodes, one gather per level) instead of the subtries of each exit node.
+    ``forest``: the subtries below the exits, merged per (region state left, byte
+    read), which lead to one automaton state (:class:`ExitForest`, :meth:`exit_walk`):
+    a state walks a few hundred forest nodes instead of the subtries of each exit.
     """
 
     #: below this share of the vocabulary inside the region, the plain walk is cheaper
@@ -152,29 +150,50 @@ class RegionWalk:
         self.packed: dict = {}
         self.exit_nodes = exits[leaving]
         self.exit_from = exit_from[leaving].astype(np.int64)
-        self._exit_forest(v)
+        self.forest = ExitForest(v, self.exit_nodes, self.exit_from * 256 + v.node_byte[self.exit_nodes])
         return self
 
-    def _exit_forest(self, v) -> None:
-        """Merge the subtries below the exit nodes, group by group (see the class).
+    def exit_walk(self, index, states: np.ndarray):
+        """``(token ids, next states)`` of the tokens that leave the region and end in
+        a live state, for a state whose region states are ``states`` (in the order of
+        :func:`find_region`): the same pairs as walking every exit node's subtrie from
+        where it leaves (see :class:`ExitForest`)."""
+        f = self.forest
+        roots = index._lookup(states[f.keys // 256].astype(index.dfa.table.dtype),
+                              index.dfa.byte_class.take(f.keys % 256))
+        return f.walk(index, roots)
 
-        ``group_from``/``group_byte``: per group, the region state left and the byte
-        read (the forest's roots are nodes ``0 .. groups-1``); ``forest_parent`` /
-        ``forest_byte``: per forest node, its parent and byte (roots: -1 / the
-        group's byte), numbered by depth below the exit (``forest_depth_start``), so
-        one node stands for every trie node reached by the same bytes after an exit
-        of its group; ``forest_ids``/``forest_node``: every token at or below an exit
-        node and its forest node.
-        """
-        exits = self.exit_nodes
-        key = self.exit_from * 256 + v.node_byte[exits]
-        groups, group_of = np.unique(key, return_inverse=True)
-        self.group_from, self.group_byte = groups // 256, (groups % 256).astype(np.uint8)
+
+class ExitForest:
+    """The subtries below some trie nodes (``exit_nodes``: never below one another),
+    merged per group: every exit node of a group is reached in the same automaton
+    state (``group_key``: equal keys, same group), so the nodes reached by the same
+    bytes after an exit of one group are one forest node, in the same state.
+
+    Walking the forest from the groups' states gives the (token, next state) pairs of
+    walking each exit node's subtrie from its state, with one gather per level over
+    a few hundred nodes instead of a sparse walk per depth of the vocabulary's trie.
+    ``keys``: the groups' keys (ascending; the roots are forest nodes ``0 ..
+    len(keys)-1``); ``parent``/``byte``: per forest node, its parent and the byte read
+    (roots: -1 / 0), numbered by depth below the exit (``depth_start``);
+    ``ids``/``node``: every token at or below an exit node and its forest node.
+
+    >>> from hf_constrained.vocabulary import Vocabulary
+    >>> v = Vocabulary.from_token_bytes([b'a"', b'b"', b'a",', b'b",', b'b"}', b'"'])
+    >>> quotes = np.flatnonzero((v.node_byte == ord('"')) & (v.node_parent > 0))  # after a or b
+    >>> f = ExitForest(v, quotes, np.zeros(len(quotes), np.int64))  # one group
+    >>> len(f.keys), len(f.parent), [v.token_bytes[i] for i in f.ids[f.node == 0]]
+    (1, 3, [b'a"', b'b"'])
+    """
+
+    def __init__(self, v, exit_nodes: np.ndarray, group_key: np.ndarray):
+        self.keys, group_of = np.unique(group_key, return_inverse=True)
         fid = np.full(v.num_nodes, -1, dtype=np.int64)  # trie node -> forest node
-        fid[exits] = group_of
-        parents, bytes_, starts = [np.full(len(groups), -1, np.int64)], [self.group_byte], [0, len(groups)]
-        nodes = exits
-        while len(nodes):  # breadth-first by depth below the exits (exits are never below one another)
+        fid[exit_nodes] = group_of
+        g = len(self.keys)
+        parents, bytes_, starts = [np.full(g, -1, np.int64)], [np.zeros(g, np.uint8)], [0, g]
+        nodes = exit_nodes
+        while len(nodes):  # breadth-first by depth below the exits
             cs = v.child_start[nodes]
             nodes = _spans(cs, v.child_end[nodes] - cs)
             if len(nodes) == 0:
@@ -185,37 +204,33 @@ class RegionWalk:
             parents.append(uniq // 256)
             bytes_.append((uniq % 256).astype(np.uint8))
             starts.append(starts[-1] + len(uniq))
-        self.forest_parent = np.concatenate(parents)
-        self.forest_byte = np.concatenate(bytes_)
-        self.forest_depth_start = starts
+        self.parent = np.concatenate(parents)
+        self.byte = np.concatenate(bytes_)
+        self.depth_start = starts
         at = fid.take(v.term_node)
         has = np.flatnonzero(at >= 0)
-        self.forest_ids, self.forest_node = v.term_ids[has].astype(np.int64), at[has]
+        self.ids, self.node = v.term_ids[has].astype(np.int64), at[has]
 
-    def exit_walk(self, index, states: np.ndarray):
-        """``(token ids, next states)`` of the tokens that leave the region and end in
-        a live state, for a state whose region states are ``states`` (in the order of
-        :func:`find_region`): the same pairs as walking every exit node's subtrie from
-        where it leaves, through ``index._lookup`` (so states are determinised, and a
-        subclass's ``_fill`` hook runs, as in any walk)."""
+    def walk(self, index, roots: np.ndarray):
+        """``(token ids, next states)`` of the tokens at or below the exit nodes with a
+        live next state, the groups' exit nodes being reached in states ``roots``; states
+        are read through ``index._lookup`` (so they are determinised, and a subclass's
+        ``_fill`` hook runs, as in any walk)."""
         dfa = index.dfa
+        st = np.zeros(len(self.parent), dtype=dfa.table.dtype)
+        ds = self.depth_start
+        st[:ds[1]] = roots
         byte_class = dfa.byte_class
-        st = np.zeros(len(self.forest_parent), dtype=dfa.table.dtype)
-        ds = self.forest_depth_start
-        g = ds[1]
-        if g == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        st[:g] = index._lookup(states[self.group_from].astype(dfa.table.dtype), byte_class.take(self.group_byte))
         for j in range(1, len(ds) - 1):
             a, b = ds[j], ds[j + 1]
-            ps = st.take(self.forest_parent[a:b])
+            ps = st.take(self.parent[a:b])
             live = np.flatnonzero(ps)  # DEAD is 0: only the children of live nodes are looked up
             if len(live) == 0:
                 break
-            st[a + live] = index._lookup(ps[live], byte_class.take(self.forest_byte[a + live]))
-        nxt = st.take(self.forest_node)
+            st[a + live] = index._lookup(ps[live], byte_class.take(self.byte[a + live]))
+        nxt = st.take(self.node)
         keep = np.flatnonzero(nxt)
-        return self.forest_ids[keep], nxt[keep].astype(np.int64)
+        return self.ids[keep], nxt[keep].astype(np.int64)
 
 
 def shared_walk(vocab, key, build):

@@ -130,14 +130,13 @@ def test_exit_forest_is_small_and_merged(deepseek):
     q = dfa.walk(dfa.starts[0], b'{"name":"')
     walk, states, _, _ = index._region_parts(q)
     assert isinstance(walk, RegionWalk)
-    below = np.unique(walk.forest_ids)
-    assert len(below) == len(walk.forest_ids)  # each token once
+    f = walk.forest
+    assert len(np.unique(f.ids)) == len(f.ids)  # each token once
     subtrie_nodes = 0
     nodes = walk.exit_nodes
     while len(nodes):
         subtrie_nodes += len(nodes)
-        nodes = np.concatenate([np.arange(vocab.child_start[n], vocab.child_end[n]) for n in nodes.tolist()]) \
-            if len(nodes) else nodes
-    assert len(walk.forest_parent) < subtrie_nodes
-    ds = walk.forest_depth_start
-    assert ds[1] == len(walk.group_from) and (walk.forest_parent[ds[1]:] < np.repeat(ds[1:-1], np.diff(ds[1:]))).all()
+        nodes = np.concatenate([np.arange(vocab.child_start[n], vocab.child_end[n]) for n in nodes.tolist()])
+    assert len(f.parent) < subtrie_nodes
+    ds = f.depth_start
+    assert ds[1] == len(f.keys) and (f.parent[ds[1]:] < np.repeat(ds[1:-1], np.diff(ds[1:]))).all()
