@@ -131,12 +131,17 @@ def test_exit_forest_is_small_and_merged(deepseek):
     walk, states, _, _ = index._region_parts(q)
     assert isinstance(walk, RegionWalk)
     f = walk.forest
-    assert len(np.unique(f.ids)) == len(f.ids)  # each token once
+    roots = index._lookup(states[f.keys // 256].astype(dfa.table.dtype), dfa.byte_class.take(f.keys % 256))
+    live = np.flatnonzero(roots)
+    assert 0 < len(live) < len(f.keys) // 4  # a few of the exits' groups are live (the closing quote)
+    t = f.trees(live)
+    assert f.trees(live) is t  # built once, kept
+    assert len(np.unique(t.ids)) == len(t.ids)  # each token once
     subtrie_nodes = 0
-    nodes = walk.exit_nodes
+    nodes = walk.exit_nodes[np.isin(f.group_of, live)]
     while len(nodes):
         subtrie_nodes += len(nodes)
         nodes = np.concatenate([np.arange(vocab.child_start[n], vocab.child_end[n]) for n in nodes.tolist()])
-    assert len(f.parent) < subtrie_nodes
-    ds = f.depth_start
-    assert ds[1] == len(f.keys) and (f.parent[ds[1]:] < np.repeat(ds[1:-1], np.diff(ds[1:]))).all()
+    assert len(t.parent) < subtrie_nodes
+    ds = t.depth_start
+    assert ds[1] == len(live) and (t.parent[ds[1]:] < np.repeat(ds[1:-1], np.diff(ds[1:]))).all()
