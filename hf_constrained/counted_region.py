@@ -46,7 +46,7 @@ import threading
 import numpy as np
 
 from .automaton import END
-from .region import ExitForest, shared_walk
+from .region import shared_walk
 
 #: local table codes besides local state indices: dies, leaves the repetition, completes a copy
 DEAD_CODE, EXIT, DONE = -1, -2, -3
@@ -60,9 +60,7 @@ class CountedWalk:
     ``ids_by_need``/``need``: the tokens that stay inside, sorted by the copies of
     the body they need (completed copies, plus one when the token ends inside a
     character); ``exit_nodes``/``exit_n``: the trie nodes where a path leaves the
-    repetition from the boundary (ascending) and the copies completed before
-    (``forest``: the subtries below them, merged per byte, see
-    :class:`~hf_constrained.region.ExitForest`);
+    repetition from the boundary (ascending) and the copies completed before;
     ``tok_exit_n``: per token id, the copies completed before it leaves (-1: none).
 
     >>> from hf_constrained.automaton import LazyDFA
@@ -129,8 +127,6 @@ class CountedWalk:
         first_gone[1:] &= ~is_gone[parent[1:]]
         self.exit_nodes = np.flatnonzero(first_gone)
         self.exit_n = count[self.exit_nodes]
-        # every exit reads its byte from the state after the repetition: one group per byte
-        self.forest = ExitForest(v, self.exit_nodes, node_byte[self.exit_nodes].astype(np.int64))
         self._packed: dict = {}
         return self
 

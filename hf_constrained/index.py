@@ -387,9 +387,9 @@ class TokenIndex:
 
     def _walk_from(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
         """(token id, next state) pairs at and below trie ``nodes`` (ascending, any
-        depths) reached in ``states``: a sparse walk, level by level (what the regions'
-        exit forests, :class:`~hf_constrained.region.ExitForest`, replace; the tests
-        compare them with it)."""
+        depths) reached in ``states``: a sparse walk, level by level (a counted region's
+        exits, once per repetition; a lexical region's exits, walked once per state, take
+        :class:`~hf_constrained.region.ExitForest` instead, which the tests compare with this)."""
         ds = v.depth_start
         depth = np.searchsorted(ds, nodes, side="right") - 1
         seen_n, seen_s = [], []
@@ -515,11 +515,12 @@ class TokenIndex:
         """(token ids, copies completed before leaving) of the tokens that leave a
         counted region and end in a live state: walked once, from the state after the
         repetition, which is the same for every counter value."""
-        dfa, forest = self.dfa, walk.forest
+        dfa, nodes = self.dfa, walk.exit_nodes
         with self.lock:
             dfa.expand(shape.after_state)
-        roots = dfa.table[shape.after_state, dfa.byte_class.take(forest.keys)]
-        ids, _ = forest.walk(self, roots)  # the exits' subtries, merged per byte
+        nxt = dfa.table[shape.after_state, self._classes(self._node_cls, nodes)].astype(np.int64)
+        live = nxt != DEAD
+        ids, _ = self._walk_from(self.vocab, self._node_cls, nodes[live], nxt[live])
         return ids, walk.tok_exit_n[ids].astype(np.int64)
 
     def _compute_mask(self, q: int):
