@@ -372,11 +372,7 @@ class TokenIndex:
         walk = RegionWalk.shared(self.vocab, by_byte)
         if walk is None:
             return None
-        v, node_cls = self.vocab, self._node_cls
-        exit_states = self.dfa.table[states[walk.exit_from],
-                                     self._classes(node_cls, walk.exit_nodes)].astype(np.int64)
-        live = exit_states != DEAD
-        more_ids, more_states = self._walk_from(v, node_cls, walk.exit_nodes[live], exit_states[live])
+        more_ids, more_states = walk.exit_walk(self, states)  # the exits, merged per (state, byte)
         return walk, states, more_ids, more_states
 
     def _mask_near(self, q: int):
@@ -391,7 +387,9 @@ class TokenIndex:
 
     def _walk_from(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
         """(token id, next state) pairs at and below trie ``nodes`` (ascending, any
-        depths) reached in ``states``: a sparse walk, level by level."""
+        depths) reached in ``states``: a sparse walk, level by level (a counted region's
+        exits, once per repetition; a lexical region's exits, walked once per state, take
+        :class:`~hf_constrained.region.ExitForest` instead, which the tests compare with this)."""
         ds = v.depth_start
         depth = np.searchsorted(ds, nodes, side="right") - 1
         seen_n, seen_s = [], []
@@ -537,14 +535,20 @@ class TokenIndex:
         parts = self._region_parts(q) if self._live is None else None
         if parts is not None:  # the region's tokens are shared, packed once
             walk, states, ids, nxt = parts
-            nxt = np.concatenate([states[walk.end_set], nxt])
             base = walk.packed.get(width)
             if base is None:
                 region_hit = np.zeros(width, dtype=bool)
                 region_hit[walk.ids] = True
                 base = walk.packed[width] = np.packbits(region_hit, bitorder="little")
+            # only the few exit tokens (and EOS) are set bit by bit: no 129k-wide pass
+            packed = base.copy()
+            if self.dfa.accepting[q]:
+                ids = np.concatenate([ids, self.eos_ids])
+            np.bitwise_or.at(packed, ids >> 3, (1 << (ids & 7)).astype(np.uint8))
+            if not packed.any():  # cannot happen for live states; guard against silent NaNs
+                raise StateLimitError(f"internal error: state {q} allows no token")
+            return packed, np.unique(np.concatenate([states[walk.end_set], nxt]))
         else:
-            base = None
             near = self._mask_near(q) if self._live is None else None
             if near is not None:  # a neighbour's mask with the tokens that differ changed
                 packed, succ = near
@@ -563,8 +567,6 @@ class TokenIndex:
         if self.dfa.accepting[q]:
             hit[self.eos_ids] = True
         packed = np.packbits(hit, bitorder="little")
-        if base is not None:
-            packed |= base
         if not packed.any():  # cannot happen for live states; guard against silent NaNs
             raise StateLimitError(f"internal error: state {q} allows no token")
         return packed, np.flatnonzero(seen)

@@ -32,6 +32,7 @@ import weakref
 import numpy as np
 
 from .constraint import DEAD
+from .neighbour import _spans
 
 #: vocabulary -> {region table over bytes: RegionWalk, or None (not worth it)}
 _REGION_WALKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -100,6 +101,10 @@ class RegionWalk:
     state each ends in (``end_set``: the distinct ones); ``exit_nodes``/``exit_from``:
     the byte-trie nodes where a path leaves it (ascending), and the region state
     just before; ``packed``: width -> packed bits of ``ids``.
+
+    ``forest``: the subtries below the exits, merged per (region state left, byte
+    read), which lead to one automaton state (:class:`ExitForest`, :meth:`exit_walk`):
+    a state walks a few hundred forest nodes instead of the subtries of each exit.
     """
 
     #: below this share of the vocabulary inside the region, the plain walk is cheaper
@@ -150,7 +155,129 @@ class RegionWalk:
         self.packed: dict = {}
         self.exit_nodes = exits[leaving]
         self.exit_from = exit_from[leaving].astype(np.int64)
+        self.forest = ExitForest(v, self.exit_nodes, self.exit_from * 256 + v.node_byte[self.exit_nodes])
         return self
+
+    def exit_walk(self, index, states: np.ndarray):
+        """``(token ids, next states)`` of the tokens that leave the region and end in
+        a live state, for a state whose region states are ``states`` (in the order of
+        :func:`find_region`): the same pairs as walking every exit node's subtrie from
+        where it leaves (see :class:`ExitForest`)."""
+        f = self.forest
+        roots = index._lookup(states[f.keys // 256].astype(index.dfa.table.dtype),
+                              index.dfa.byte_class.take(f.keys % 256))
+        return f.walk(index, roots)
+
+
+class ExitForest:
+    """The subtries below some trie nodes (``exit_nodes``: never below one another),
+    merged per group: every exit node of a group is reached in the same automaton
+    state (``group_key``: equal keys, same group), so the nodes reached by the same
+    bytes after an exit of one group are one tree node, in the same state.
+
+    :meth:`walk` gives the (token, next state) pairs of walking each exit node's
+    subtrie from its state, with one gather per level over the merged trees of the
+    groups reached in a live state only (a string body's closing quote: a few hundred
+    nodes) instead of a sparse walk per depth of the vocabulary's trie. The merged
+    trees are built on first use, per set of live groups (:class:`_Trees`), and kept:
+    the forest is shared like the walk that holds it. ``keys``: the groups' keys,
+    ascending.
+
+    >>> from hf_constrained.vocabulary import Vocabulary
+    >>> v = Vocabulary.from_token_bytes([b'a"', b'b"', b'a",', b'b",', b'b"}', b'"'])
+    >>> quotes = np.flatnonzero((v.node_byte == ord('"')) & (v.node_parent > 0))  # after a or b
+    >>> f = ExitForest(v, quotes, np.zeros(len(quotes), np.int64))  # one group
+    >>> t = f.trees(np.array([0]))
+    >>> len(f.keys), len(t.parent), [v.token_bytes[i] for i in t.ids[t.node == 0]]
+    (1, 3, [b'a"', b'b"'])
+    """
+
+    #: sets of live groups whose merged trees are kept, oldest dropped first
+    KEPT = 16
+
+    def __init__(self, v, exit_nodes: np.ndarray, group_key: np.ndarray):
+        self.v = v
+        self.keys, self.group_of = np.unique(group_key, return_inverse=True)
+        self.exit_nodes = exit_nodes
+        self._trees: dict = {}
+
+    def trees(self, groups: np.ndarray) -> "_Trees":
+        """The merged trees of ``groups`` (ascending group indices), built on first use."""
+        key = groups.tobytes()
+        got = self._trees.get(key)
+        if got is None:
+            got = _Trees(self.v, self.exit_nodes, self.group_of, len(self.keys), groups)
+            with _REGION_LOCK:  # forests are shared by every thread of a vocabulary
+                while len(self._trees) >= self.KEPT:
+                    self._trees.pop(next(iter(self._trees)))
+                self._trees[key] = got
+        return got
+
+    def walk(self, index, roots: np.ndarray):
+        """``(token ids, next states)`` of the tokens at or below the exit nodes with a
+        live next state, the exit nodes of group ``g`` being reached in state
+        ``roots[g]``; states are read through ``index._lookup`` (so they are
+        determinised, and a subclass's ``_fill`` hook runs, as in any walk)."""
+        groups = np.flatnonzero(roots)  # DEAD is 0: the subtries of dead groups hold no token
+        if len(groups) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        t = self.trees(groups)
+        dfa = index.dfa
+        st = np.zeros(len(t.parent), dtype=dfa.table.dtype)
+        ds = t.depth_start
+        st[:ds[1]] = roots[groups]
+        byte_class = dfa.byte_class
+        for j in range(1, len(ds) - 1):
+            a, b = ds[j], ds[j + 1]
+            ps = st.take(t.parent[a:b])
+            live = np.flatnonzero(ps)  # only the children of live nodes are looked up
+            if len(live) == 0:
+                break
+            st[a + live] = index._lookup(ps[live], byte_class.take(t.byte[a + live]))
+        nxt = st.take(t.node)
+        keep = np.flatnonzero(nxt)
+        return t.ids[keep], nxt[keep].astype(np.int64)
+
+
+class _Trees:
+    """The merged trees of some groups of an :class:`ExitForest`: roots ``0 ..
+    len(groups)-1`` (the groups, in order); ``parent``/``byte``: per tree node, its
+    parent and the byte read (roots: -1 / 0), numbered by depth below the exit
+    (``depth_start``); ``ids``/``node``: every token at or below those groups' exit
+    nodes and its tree node."""
+
+    def __init__(self, v, exit_nodes, group_of, n_groups: int, groups):
+        root = np.full(n_groups, -1, dtype=np.int64)
+        root[groups] = np.arange(len(groups))
+        at_exit = root[group_of]
+        mine = at_exit >= 0
+        fid = np.full(v.num_nodes, -1, dtype=np.int64)  # trie node -> tree node
+        nodes = exit_nodes[mine]
+        fid[nodes] = at_exit[mine]
+        g = len(groups)
+        parents, bytes_, starts = [np.full(g, -1, np.int64)], [np.zeros(g, np.uint8)], [0, g]
+        seen = [nodes]
+        while len(nodes):  # breadth-first by depth below the exits
+            cs = v.child_start[nodes]
+            nodes = _spans(cs, v.child_end[nodes] - cs)
+            if len(nodes) == 0:
+                break
+            k = fid.take(v.node_parent[nodes]) * 256 + v.node_byte[nodes]
+            uniq, inv = np.unique(k, return_inverse=True)
+            fid[nodes] = starts[-1] + inv
+            parents.append(uniq // 256)
+            bytes_.append((uniq % 256).astype(np.uint8))
+            starts.append(starts[-1] + len(uniq))
+            seen.append(nodes)
+        self.parent = np.concatenate(parents)
+        self.byte = np.concatenate(bytes_)
+        self.depth_start = starts
+        nodes = np.concatenate(seen)  # the tokens of the visited trie nodes only
+        ts = v.term_start[nodes]
+        cnt = v.term_end[nodes] - ts
+        has = np.flatnonzero(cnt)
+        self.ids = v.term_ids[_spans(ts[has], cnt[has])].astype(np.int64)
+        self.node = np.repeat(fid[nodes[has]], cnt[has])
 
 
 def shared_walk(vocab, key, build):
