@@ -65,8 +65,8 @@ def find_region(dfa, q: int, min_loops: int = 16, depth: int = 3, max_states: in
     for _ in range(depth):
         nxt = []
         for s in frontier:
-            vals, first = np.unique(_row(dfa, s), return_index=True)
-            for t in vals[np.argsort(first, kind="stable")].tolist():
+            # targets by first byte class: dict keys keep first occurrence order
+            for t in dict.fromkeys(_row(dfa, s).tolist()):
                 if t != DEAD and t not in at and len(order) < max_states:
                     at[t] = len(order)
                     order.append(t)
