@@ -244,7 +244,10 @@ class PackedMasks(MaskLayout):
         super().__init__(constraint, width, device)
 
     def _store(self, states: list, base: int) -> None:
-        host = np.stack([self.constraint.banned_bits(s, self.width) for s in states])
+        if len(states) == 1:  # the one-row step's new state: no stacking
+            host = self.constraint.banned_bits(states[0], self.width)[None]
+        else:
+            host = np.stack([self.constraint.banned_bits(s, self.width) for s in states])
         table = _grown(self.table, base + len(states))
         table[base: base + len(states)] = torch.from_numpy(host).to(self.device)
         self.table = table
