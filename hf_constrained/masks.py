@@ -364,8 +364,8 @@ class SparseMasks(MaskLayout):
         for r, (k, ids) in enumerate(lists, base):
             n = len(ids)
             keep[r], start[r], count[r] = k, at, n
+            first[r], last[r] = (ids[0], ids[-1]) if n else (0, 0)
             if n:
-                first[r], last[r] = ids[0], ids[-1]
                 g = gaps[at - self.num_steps: at - self.num_steps + n]
                 g[0] = ids[0]
                 np.subtract(ids[1:], ids[:-1], out=g[1:], casting="unsafe")

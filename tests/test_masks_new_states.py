@@ -190,3 +190,37 @@ def test_rows_added_from_several_threads(deepseek, engine, monkeypatch):
     reference = SparseMasks(_MaskOnly(engine), width, "cpu")
     reference.host_rows(np.array(states))
     _same_tables(table, reference, states)
+
+
+class _Everything:
+    """State 1 allows every id (an empty banned list), state 2 only id 3; EOS is 0."""
+
+    starts, eos_token_ids, pad_token_id, vocab_size, cacheable = np.array([1]), np.array([0]), None, 200, True
+
+    def __init__(self, packed):
+        self.packed = packed
+
+    def allowed_mask(self, state, width):
+        mask = np.zeros(width, bool)
+        if state == 1:
+            mask[: self.vocab_size] = True
+        elif state == 2:
+            mask[3] = True
+        else:
+            mask[0] = True
+        return mask
+
+    def allowed_bits(self, state, width):
+        return np.packbits(self.allowed_mask(state, width), bitorder="little") if self.packed else None
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_an_empty_list(packed):
+    table = SparseMasks(_Everything(packed), 200, "cpu")
+    r1, r2 = table.row(1), table.row(2)
+    assert not table.keep[r1] and table.count[r1] == 0 and (table.first[r1], table.last[r1]) == (0, 0)
+    assert table.keep[r2] and table.row_ids(r2).tolist() == [3]
+    scores = torch.randn(2, 200)
+    assert torch.equal(table.apply(scores[:1].clone(), np.array([1]), inplace=True), scores[:1])
+    both = table.apply(scores.clone(), np.array([1, 2]), inplace=True)
+    assert torch.equal(both[0], scores[0]) and torch.isfinite(both[1]).nonzero()[:, 0].tolist() == [3]
