@@ -41,7 +41,7 @@ import threading
 import numpy as np
 import torch
 
-from .constraint import FINISHED, packed_ids
+from .constraint import FINISHED
 from .errors import StateLimitError
 
 LAYOUTS = ("packed", "sparse")
@@ -100,6 +100,45 @@ def _nonzero(mask: np.ndarray, n: int) -> np.ndarray:
     if head == len(mask):
         return ids
     return np.concatenate([ids, np.flatnonzero(mask[head:]) + head])
+
+
+def _id_list(bits: np.ndarray, width: int):
+    """``(keep, ids)`` of a state from its packed allowed ``bits`` (little-endian,
+    ``ceil(width / 8)`` bytes, those at and beyond ``width`` clear; a fresh array):
+    its sorted int64 allowed ids when they are at most half of ``width`` (``keep``),
+    else its banned ids below ``width``. Reads the bits as 64-bit words and unpacks
+    only the nonzero ones: O(width / 64) plus O(ids), no 129k-wide pass.
+
+    >>> bits = np.packbits(np.arange(20) % 7 == 3, bitorder="little")
+    >>> keep, ids = _id_list(bits, 20)
+    >>> bool(keep), ids.tolist()
+    (True, [3, 10, 17])
+    >>> keep, ids = _id_list(np.packbits(np.arange(20) % 7 != 3, bitorder="little"), 19)
+    >>> bool(keep), ids.tolist()                    # mostly allowed: the banned ids below 19
+    (False, [3, 10, 17])
+    """
+    if len(bits) % 8:  # whole 64-bit words (a copy of at most 16 KB)
+        bits = np.concatenate([bits, np.zeros(8 - len(bits) % 8, dtype=np.uint8)])
+    words = bits.view(np.uint64)
+    nz = np.flatnonzero(words != 0)
+    sel = words[nz].view(np.uint8)
+    keep = 128 * len(nz) <= width or 2 * bit_count(sel) <= width
+    if not keep:  # the banned ids: the zero bits below the width
+        bits = np.invert(bits, out=bits)
+        bits[(width + 7) // 8:] = 0
+        if width % 8:
+            bits[width // 8] &= (1 << (width % 8)) - 1
+        nz = np.flatnonzero(words != 0)
+        sel = words[nz].view(np.uint8)
+    if len(nz) <= 32:  # a few words: unpack them whole
+        pos = np.flatnonzero(np.unpackbits(sel, bitorder="little").view(bool))
+        return keep, (nz[pos >> 6] << 6) | (pos & 63)
+    nzb = np.flatnonzero(sel != 0)  # else their nonzero bytes only
+    if 2 * len(nzb) > len(bits):  # dense: one pass over all the bits
+        return keep, np.flatnonzero(np.unpackbits(bits, bitorder="little").view(bool))
+    byte = (nz[nzb >> 3] << 3) | (nzb & 7)
+    pos = np.flatnonzero(np.unpackbits(sel[nzb], bitorder="little").view(bool))
+    return keep, (byte[pos >> 3] << 3) | (pos & 7)
 
 
 class MaskLayout:
@@ -164,9 +203,15 @@ class MaskLayout:
         if state <= 0:
             return 0
         row_of = self.row_of
-        if state < len(row_of) and row_of[state] >= 0:
-            return int(row_of[state])
-        return int(self.host_rows(np.array([state], dtype=np.int64))[0])
+        if state < len(row_of):
+            r = int(row_of[state])
+            if r >= 0:
+                return r
+        with self._lock:  # a new state: added directly, no array passes
+            row_of = self.row_of  # another thread may have added it meanwhile
+            if state >= len(row_of) or row_of[state] < 0:
+                self._add([state])
+            return int(self.row_of[state])
 
     def _to_device(self, host: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(host).to(self.device, non_blocking=True)
@@ -199,7 +244,10 @@ class PackedMasks(MaskLayout):
         super().__init__(constraint, width, device)
 
     def _store(self, states: list, base: int) -> None:
-        host = np.stack([self.constraint.banned_bits(s, self.width) for s in states])
+        if len(states) == 1:  # the one-row step's new state: no stacking
+            host = self.constraint.banned_bits(states[0], self.width)[None]
+        else:
+            host = np.stack([self.constraint.banned_bits(s, self.width) for s in states])
         table = _grown(self.table, base + len(states))
         table[base: base + len(states)] = torch.from_numpy(host).to(self.device)
         self.table = table
@@ -246,6 +294,9 @@ class SparseMasks(MaskLayout):
 
     def __init__(self, constraint, width: int, device: torch.device):
         self.steps = torch.zeros(0, dtype=torch.int32, device=device)  # gaps < 2**31
+        # on CPU the steps are a numpy array's memory (written without torch calls)
+        on_host = self.HOST_STEPS and torch.device(device).type == "cpu"
+        self._steps_host = np.zeros(0, dtype=np.int32) if on_host else None
         self.num_steps = 0
         self.start, self.count, self.first, self.last = (np.zeros(0, dtype=np.int64) for _ in range(4))
         self.keep = np.zeros(0, dtype=bool)
@@ -254,46 +305,78 @@ class SparseMasks(MaskLayout):
         self._ids_bytes = 0
         super().__init__(constraint, width, device)
 
+    # On CPU new states' steps are written through a numpy view of their memory
+    # (False: through torch, as on an accelerator; tests compare the two).
+    HOST_STEPS = True
+
+    # Room for this many steps is reserved up front (lazily mapped pages on the host:
+    # no cost until written), so that a walk's first states add theirs without copies.
+    STEPS_RESERVE = 1 << 20
+
+    def _grow_rows(self, need: int) -> None:
+        """Room for ``need`` table rows in the host arrays (doubling; rows beyond
+        ``used`` are never read, so no zero fill)."""
+        size = max(need, 2 * len(self.start), 64)
+        grown = []
+        for a in (self.start, self.count, self.first, self.last, self.keep):
+            g = np.empty(size, dtype=a.dtype)
+            g[: len(a)] = a
+            grown.append(g)
+        self.start, self.count, self.first, self.last, self.keep = grown
+
+    def _list(self, s: int):
+        """``(keep, ids)`` of state ``s``: its sorted int64 allowed ids when they are at
+        most half of the width, else its banned ids."""
+        bits = self.constraint.allowed_bits(s, self.width)
+        if bits is not None:  # packed (16 KB at 129k): no 129k-wide pass per new state
+            return _id_list(bits, self.width)
+        allowed = self.constraint.allowed_mask(s, self.width)
+        n = int(np.count_nonzero(allowed))
+        k = 2 * n <= self.width
+        return k, (_nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n))
+
     def _store(self, states: list, base: int) -> None:
         need = base + len(states)
-        start, count, first, last, keep = (
-            _grown(a, need) for a in (self.start, self.count, self.first, self.last, self.keep))
-        lists, num_steps, ready = [], self.num_steps, {}
-        for r, s in enumerate(states, base):
-            bits = self.constraint.allowed_bits(s, self.width)
-            if bits is None:
-                allowed = self.constraint.allowed_mask(s, self.width)
-                n = int(np.count_nonzero(allowed))
-                k = 2 * n <= self.width
-                ids = _nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n)
-            else:  # packed (16 KB at 129k): no 129k-wide bool array per new state
-                n = bit_count(bits)
-                k = 2 * n <= self.width
-                if not k:
-                    bits = np.invert(bits, out=bits)  # (a fresh array) the banned ids
-                    if self.width % 8:
-                        bits[-1] &= (1 << (self.width % 8)) - 1
-                ids = packed_ids(bits)
-            keep[r], start[r], count[r] = k, num_steps, len(ids)
-            gaps = ids.astype(np.int32)  # first id, then differences
-            if len(ids):
-                first[r], last[r] = ids[0], ids[-1]
-                np.subtract(gaps[1:], ids[:-1], out=gaps[1:], casting="unsafe")
-            num_steps += len(ids)
-            lists.append(gaps)
-            if len(states) == 1 and self._ids_bytes + 8 * len(ids) <= self.IDS_CACHE_BYTES:
-                ready[r] = ids  # the one-row list, ready before its first use
+        lists = [self._list(s) for s in states]
+        num_steps = self.num_steps + sum(len(ids) for _, ids in lists)
         if num_steps >= 2**31:  # positions in steps are int32 (about 8 GB of ids)
             raise StateLimitError(
                 f"the CPU masks of the {need} constraint states visited hold more than 2**31 "
                 "token ids; lower max_states or use fewer, simpler patterns per processor")
-        flat = torch.from_numpy(np.concatenate(lists).astype(np.int32)).to(self.device)
-        steps = _grown(self.steps, num_steps)
-        steps[num_steps - len(flat): num_steps] = flat
-        self.steps, self.num_steps = steps, num_steps
-        self.start, self.count, self.first, self.last, self.keep = start, count, first, last, keep
+        if need > len(self.start):  # published below, with the rows written
+            self._grow_rows(need)
+        start, count, first, last, keep = self.start, self.count, self.first, self.last, self.keep
+        host = self._steps_host  # on CPU: the steps' own memory, written in place
+        if num_steps > len(self.steps):
+            size = max(num_steps, 2 * len(self.steps), self.STEPS_RESERVE)  # no zero fill: only
+            if host is not None:  # the leading entries are ever read
+                host = np.empty(size, dtype=np.int32)
+                host[: self.num_steps] = self._steps_host[: self.num_steps]
+                steps = torch.from_numpy(host)
+            else:
+                steps = torch.empty(size, dtype=torch.int32, device=self.device)
+                steps[: self.num_steps] = self.steps[: self.num_steps]
+        else:
+            steps = self.steps
+        at, ready = self.num_steps, {}
+        # first id, then differences: straight into the steps on CPU, else one copy to the device
+        gaps = host[at: num_steps] if host is not None else np.empty(num_steps - at, dtype=np.int32)
+        for r, (k, ids) in enumerate(lists, base):
+            n = len(ids)
+            keep[r], start[r], count[r] = k, at, n
+            first[r], last[r] = (ids[0], ids[-1]) if n else (0, 0)
+            if n:
+                g = gaps[at - self.num_steps: at - self.num_steps + n]
+                g[0] = ids[0]
+                np.subtract(ids[1:], ids[:-1], out=g[1:], casting="unsafe")
+            at += n
+            if len(states) == 1 and self._ids_bytes + 8 * n <= self.IDS_CACHE_BYTES:
+                ready[r] = ids  # the one-row list, ready before its first use
+        if host is None and len(gaps):
+            steps[self.num_steps: num_steps] = torch.from_numpy(gaps).to(self.device)
+        self.steps, self._steps_host, self.num_steps = steps, host, num_steps
         for r, ids in ready.items():  # (under the table's lock, like every _store)
-            self._ids[r] = torch.from_numpy(ids).to(self.device)
+            self._ids[r] = torch.from_numpy(ids) if host is not None else torch.from_numpy(ids).to(self.device)
             self._ids_bytes += 8 * len(ids)
 
     def _scratch(self, name: str, n: int, dtype: torch.dtype) -> torch.Tensor:

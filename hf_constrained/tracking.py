@@ -130,8 +130,8 @@ class Record:
     (True, False)
     """
 
-    __slots__ = ("prompt_ids", "prompt_len", "num_prompts", "prompt_starts", "max_len", "last_hash",
-                 "hash_len", "weights", "__weakref__")
+    __slots__ = ("prompt_ids", "prompt_len", "num_prompts", "prompt_starts", "max_len", "_last_hash",
+                 "_pending", "hash_len", "weights", "__weakref__")
 
     def __init__(self, prompt_ids: torch.Tensor, num_prompts: int, prompt_starts: np.ndarray):
         self.prompt_ids = prompt_ids
@@ -139,9 +139,28 @@ class Record:
         self.num_prompts = num_prompts
         self.prompt_starts = prompt_starts
         self.max_len = self.prompt_len
-        self.last_hash = None
+        self._last_hash = None
+        self._pending = None  # the last ids, while their hash is not computed yet (one-row steps)
         self.hash_len = 0
         self.weights = None  # a weights.WeightTracker with track_weights=True (issue 14)
+
+    @property
+    def last_hash(self):
+        """Row hashes of the last ``input_ids``; a one-row step leaves them to be
+        computed here, from its ids, the first time they are read."""
+        h, ids = self._last_hash, self._pending
+        if h is None and ids is not None:
+            h = self._last_hash = _hash(ids, _powers(ids.shape[1], ids.device))
+            self._pending = None
+        return h
+
+    @last_hash.setter
+    def last_hash(self, h):
+        self._last_hash, self._pending = h, None
+
+    def hash_later(self, ids: torch.Tensor) -> None:
+        """The last ``input_ids`` are ``ids``: their hashes are computed when read."""
+        self._last_hash, self._pending, self.hash_len = None, ids, ids.shape[1]
 
     def identifies(self, seqs: torch.Tensor) -> bool:
         """Are ``seqs`` this call's rows plus one token? (Sampling and greedy outputs:
@@ -233,7 +252,8 @@ class Run:
         self.record = Record(input_ids.clone(), num_prompts, prompt_starts)
         self.hist = [(None, self.start_states.copy())]
         self.last_ids = input_ids.clone()
-        self.last_hash = None
+        self._last_hash = None
+        self._hash_pending = False  # the hash of last_ids is computed when read (one-row steps)
         self.inplace = inplace
         # Min-length processors only ban EOS: their conflicts are checked exactly
         # on the host. Any other banning processor needs a look at the scores.
@@ -247,6 +267,20 @@ class Run:
     def prompt_ids(self) -> torch.Tensor:
         return self.record.prompt_ids
 
+    @property
+    def last_hash(self):
+        """Row hashes of :attr:`last_ids` (None when a step skipped tokens); after a
+        one-row step computed from its ids the first time they are read."""
+        if self._last_hash is None and self._hash_pending:
+            ids = self.last_ids
+            self._last_hash = _hash(ids, _powers(ids.shape[1], ids.device))
+            self._hash_pending = False
+        return self._last_hash
+
+    @last_hash.setter
+    def last_hash(self, h):
+        self._last_hash, self._hash_pending = h, False
+
     def continues(self, input_ids: torch.Tensor, by_tokens: bool = True) -> bool:
         """Shape test: can ``input_ids`` be a later step of this call? Tracked by
         tokens, a step adds at most one token; within one GenerationConfig any
@@ -257,9 +291,11 @@ class Run:
         return not by_tokens or length <= self.last_ids.shape[1] + 1
 
     def close(self) -> None:
-        """The call is over: keep only what ``tracked_states()`` reports."""
+        """The call is over: keep only what ``tracked_states()`` reports (and the
+        record's hashes, computed now if a one-row step left them: the record keeps no ids)."""
         self.hist = self.hist[-1:]
         self.only_banned = {}
+        self.record.last_hash  # noqa: B018 (computes a pending hash, drops the ids)
 
     def _record(self, g: int, parents: np.ndarray, states: np.ndarray, input_ids: torch.Tensor):
         """Remember the rows of the call at generated length ``g`` (forgetting longer ones)."""
@@ -318,11 +354,11 @@ class Run:
         if state[0] == UNKNOWN:
             return None
         states = self.constraint.advance(state.copy(), np.array([last], dtype=np.int64))
-        pw = _powers(length, input_ids.device)
-        h = self.last_hash if self.last_hash is not None else _hash(prev, pw)
         self._record(k + 1, np.zeros(1, dtype=np.int64), states, input_ids)
-        self.last_hash = self.record.last_hash = h + input_ids[:, -1] * pw[length - 1]
-        self.record.hash_len = length
+        # the row hash (what the general path records) is read only by a later general
+        # step and by decode(): computed then, from the ids, not on every token
+        self._hash_pending = True
+        self.record.hash_later(self.last_ids)
         return states
 
     def _advance_rows(self, input_ids: torch.Tensor) -> np.ndarray:

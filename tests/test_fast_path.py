@@ -92,6 +92,33 @@ def test_tracking_fast_path_equals_general_path(kv, seed, device):
     assert sum(taken) > 40 and not all(taken)  # both paths really ran
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("seed", range(3))
+def test_row_hash_left_to_its_first_read(kv, seed, device):
+    """A one-row step leaves the row hash to be computed when read (by a later general
+    step, by decode()). Not read between steps, the general steps that follow fast ones
+    still find their parents (the records, parents included, equal the general path's),
+    and a closed run's record holds the hash, not the ids."""
+    rng = np.random.default_rng(100 + seed)
+    prompt = [7, 8, 9]
+    start = torch.tensor([prompt], device=device)
+    fast = Run(kv, start, None, num_prompts=1)
+    slow = Run(kv, start, None, num_prompts=1)
+    for ids in _steps(kv, rng, 80, prompt):
+        ids = ids.to(device)
+        assert np.array_equal(fast.advance(ids), slow._advance_rows(ids))
+    _same_record(fast, slow)
+    if slow.last_hash is not None:  # (none after a step that skipped tokens, on both paths)
+        assert fast.record.identifies(torch.cat([ids, ids[:, -1:]], 1))
+    fast.advance(torch.cat([ids, ids[:, -1:]], 1))  # a fast step (or not), its hash unread
+    slow._advance_rows(torch.cat([ids, ids[:, -1:]], 1))
+    fast.close()
+    assert fast.record._pending is None
+    assert (fast.record.last_hash is None) == (slow.record.last_hash is None)
+    if slow.record.last_hash is not None:
+        assert torch.equal(fast.record.last_hash, slow.record.last_hash)
+
+
 def test_changed_prefix_is_not_taken_as_a_continuation(deepseek):
     """Same length + 1 but an earlier token differs: the state comes from the new tokens.
     Were the comparison skipped, the row would continue from the old state (here: dead)."""
