@@ -22,7 +22,8 @@ shared: every schema is run ``--repeats`` times from the same starting caches
 (fresh processor, fresh matcher) and each step keeps its fastest run. Time to first mask
 is schema -> first mask; for hf_constrained it is split into convert
 (``schema_to_regex``), parse (``regex_parser.parse``), automaton (``LazyDFA``: forest
-and start states), probe (the processor's 128-state ``explore``), vocabulary (the
+and start states), probe (the processor's ``probe``: its 128-state ``explore``,
+stopped or skipped once no state limit can be reached), vocabulary (the
 processor's per-process cached ``Vocabulary``), index (``TokenIndex``) and first mask
 (the start state's mask), and measured whole as ``JSONProcessor(...)`` + its first call.
 The engine's first visits over 1 ms are sorted by cause (DFA states created, dense
@@ -281,7 +282,7 @@ def engine_walk(regex, ids, vocab, eos, tok=None):
     walks from a neighbour)."""
     from hf_constrained.automaton import LazyDFA
     from hf_constrained.index import TokenIndex
-    from hf_constrained.regex_constraint import _PROBE_STATES
+    from hf_constrained.regex_constraint import _PROBE_STATES, probe
     from hf_constrained.regex_parser import parse
     from hf_constrained.vocabulary import Vocabulary
 
@@ -290,7 +291,7 @@ def engine_walk(regex, ids, vocab, eos, tok=None):
     t1 = time.perf_counter_ns()
     dfa = LazyDFA([tree], strip_leading_space=vocab.strip_leading_space)
     t2 = time.perf_counter_ns()
-    dfa.explore(_PROBE_STATES)
+    probe(dfa, _PROBE_STATES)  # as RegexConstraint.__init__: stopped or skipped once it cannot fail
     t3 = time.perf_counter_ns()
     if tok is not None:
         Vocabulary.from_tokenizer(tok, cache_dir=False)  # what the processor does (cached per process)
@@ -549,7 +550,7 @@ def main():
              row("  convert (`schema_to_regex`)", R["convert"]),
              row("  parse (`regex_parser.parse`)", R["parse"]),
              row("  automaton (`LazyDFA(trees)`: forest, start states)", R["automaton"]),
-             row("  probe (`explore`, 128 states)", R["probe"]),
+             row("  probe (`probe`: `explore` up to 128 states, stopped once it cannot fail)", R["probe"]),
              row("  vocabulary (`Vocabulary.from_tokenizer`, cached per process)", R["vocabulary"]),
              row("  index (`TokenIndex(...)`)", R["index"]),
              row("  first mask (start state's `bits`)", R["first_mask"]),
