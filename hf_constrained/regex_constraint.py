@@ -260,6 +260,19 @@ def growth_bounds(dfa, max_entries: int | None = None):
                 positions += sizes[trie[i]]
                 entries += inners[trie[i]]
     counted, lo, hi = f.counted, f.lo, f.hi
+
+    def enter(c, m, cur):
+        """Node ``c`` entered in ``m`` contexts after the classes ``cur``: a leaf is
+        counted at once, an inner node (or definition) receives them."""
+        nonlocal positions, entries
+        t = trie[c]
+        if t >= 0:
+            positions += m * sizes[t]
+            entries += m * (cur.bit_count() + inners[t])
+        else:
+            ctx[c] += m
+            inmask[c] |= cur
+
     # Top-down over the inner nodes; a leaf has one parent, so what it receives is
     # final there and it is counted at once.
     for i in reversed(inner_nodes):
@@ -269,44 +282,20 @@ def growth_bounds(dfa, max_entries: int | None = None):
         k, cur = kind[i], inmask[i]
         if k == _CAT:
             for c in kids[i]:
-                t = trie[c]
-                if t >= 0:
-                    positions += m * sizes[t]
-                    entries += m * (cur.bit_count() + inners[t])
-                else:
-                    ctx[c] += m
-                    inmask[c] |= cur
+                enter(c, m, cur)
                 cur = (last[c] | cur) if nullable[c] else last[c]
         elif k == _ALT:
             for c in kids[i]:
-                t = trie[c]
-                if t >= 0:
-                    positions += m * sizes[t]
-                    entries += m * (cur.bit_count() + inners[t])
-                else:
-                    ctx[c] += m
-                    inmask[c] |= cur
+                enter(c, m, cur)
         elif k == _REP:
             c = kids[i][0]
             if counted[i]:
                 m *= hi[i] if hi[i] is not None else lo[i]
             if hi[i] is None or hi[i] >= 2:
                 cur |= last[c]
-            t = trie[c]
-            if t >= 0:
-                positions += m * sizes[t]
-                entries += m * (cur.bit_count() + inners[t])
-            else:
-                ctx[c] += m
-                inmask[c] |= cur
-        else:  # _REF: the definition is entered where the call is
-            t = target[i]
-            if trie[t] >= 0:  # a one-leaf definition: its positions called from here
-                positions += m * sizes[trie[t]]
-                entries += m * (cur.bit_count() + inners[trie[t]])
-            else:
-                ctx[t] += m
-                inmask[t] |= cur
+            enter(c, m, cur)
+        else:  # _REF: the definition is entered where the call is (a one-leaf
+            enter(target[i], m, cur)  # definition: its positions called from here)
         if max_entries is not None and entries > max_entries:
             return None
     return positions, entries

@@ -21,6 +21,7 @@ from hf_constrained import RegexConstraint
 from hf_constrained import masks as masks_module
 from hf_constrained.constraint import FINISHED
 from hf_constrained.masks import SparseMasks, _id_list
+from test_masks_packed_store import _MaskOnly  # the engine with its packed reader hidden
 
 WIDTHS = [1, 7, 8, 9, 63, 64, 65, 127, 128, 129, 1000, 4097, 128815, 129280, 129357]
 
@@ -72,19 +73,6 @@ def test_id_list_ignores_nothing_below_the_width_and_clears_beyond_it():
 
 PATTERNS = [r'[ ]?\{"name": "[^"\\]{0,12}", "tags": \[("[a-z]{1,4}"(, )?){0,3}\]\}', r"[^\n]{0,20}",
             r"(yes|no|maybe)[.!]"]
-
-
-class _MaskOnly:
-    """The engine with its packed reader hidden: SparseMasks takes the bool-mask path."""
-
-    def __init__(self, inner):
-        self._inner = inner
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def allowed_bits(self, state, width):
-        return None
 
 
 @pytest.fixture(scope="module")
