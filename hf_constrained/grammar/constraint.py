@@ -155,6 +155,11 @@ class _GrammarIndex(TokenIndex):
     only the transition cells a walk reads (a whole row creates a configuration per byte
     class, most of which no token reaches: 9 in 10 in a SQL walk)."""
 
+    def __init__(self, *args, **kwargs):
+        self._shared_regions: dict = {}   # _pure_shape key -> (lanes of each region state, local table)
+        self.shared_regions = 0           # regions taken from there (for tests)
+        super().__init__(*args, **kwargs)
+
     def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
         self.dfa.fill(states, classes)   # under the automaton's lock (and no other)
 
@@ -190,17 +195,67 @@ class _GrammarIndex(TokenIndex):
         return (np.array([kids[i] for i in keep], dtype=np.int64),
                 np.array([nxt[i] for i in keep], dtype=table.dtype))
 
+    #: reuse a lexical region found at another parse position for the same lexemes in progress
+    #: (:meth:`_region`; False: always search, as the plain index does)
+    SHARE_REGIONS = True
+
     def _region(self, q: int):
-        # a lexical region's walk reads its states' rows directly: fill them whole
+        """The lexical region of ``q``. A configuration with only lexemes in progress, all
+        started at one parser node (a string's body: ``"`` read at a new position), has the
+        region of any other such configuration with the same lexer states, terminals and
+        scan/ignore kind, with its node's slot put in: a byte that ends a lexeme leaves
+        the region (its successor has pending scans or a boundary node), one that does not
+        gives the configuration of the lanes that go on (:meth:`.filling.CellFilling._fill_column`),
+        which depends on the lexer states alone. So after the first such region (whose
+        search expands every state within three bytes, ~36 rows and ~60 new configurations
+        in the JSON grammar), the next parse position interns its region's states and
+        fills only the cells that its exit walk reads (any region gives the same mask:
+        :meth:`~hf_constrained.index.TokenIndex._region_parts`)."""
+        a = self.dfa
+        shape = self._pure_shape(q) if self.SHARE_REGIONS else None
+        if shape is not None:
+            got = self._shared_regions.get(shape[1])
+            if got is not None:
+                lanes, table = got
+                slot = shape[0]
+                states = np.array([a._intern((), tuple([(slot, st) for st in ls]), False) for ls in lanes],
+                                  dtype=np.int64)
+                if int(states[0]) == q:
+                    self.shared_regions += 1
+                    return states, table
+        # a lexical region's search reads its states' rows directly: fill them whole
         while True:
             got = super()._region(q)
             if got is None:
                 return None
-            todo = [s for s in got[0].tolist() if not self.dfa.expanded[s]]
+            todo = [s for s in got[0].tolist() if not a.expanded[s]]
             if not todo:
-                return got
+                break
             for s in todo:
-                self.dfa.expand(s)
+                a.expand(s)
+        if shape is not None:
+            lanes = []
+            for s in got[0].tolist():
+                other = self._pure_shape(s)
+                if other is None or other[0] != shape[0]:
+                    return got   # a region with other kinds of states: not shared
+                lanes.append(tuple([st for _, st in a._closed_key(s)[1]]))
+            self._shared_regions[shape[1]] = (tuple(lanes), got[1])
+        return got
+
+    def _pure_shape(self, q: int):
+        """``(slot, key)`` of a configuration whose content is only lexemes in progress
+        started at one slot (no boundary node, no leading-space strip), else None; ``key``:
+        the slot's terminal and kind and the lanes' lexer states."""
+        a = self.dfa
+        boundary, threads, strip = a._closed_key(q)
+        if boundary or strip or not threads:
+            return None
+        slot = threads[0][0]
+        if any(sl != slot for sl, _ in threads):
+            return None
+        _, term, ign = a._slots[slot]
+        return slot, (term, ign, tuple([st for _, st in threads]))
 
 
 class GrammarConstraint(Constraint):
