@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import cache as disk
-from ..constraint import Constraint
+from ..constraint import DEAD, Constraint
 from ..errors import UnsupportedTokenizerError
 from ..index import TokenIndex
 from ..vocabulary import Vocabulary
@@ -223,8 +223,10 @@ class _GrammarIndex(TokenIndex):
                 if int(states[0]) == q:
                     self.shared_regions += 1
                     return states, table
+        if shape is not None:
+            got = self._pure_region(q, shape[0])
         # a lexical region's search reads its states' rows directly: fill them whole
-        while True:
+        while shape is None:
             got = super()._region(q)
             if got is None:
                 return None
@@ -233,6 +235,8 @@ class _GrammarIndex(TokenIndex):
                 break
             for s in todo:
                 a.expand(s)
+        if got is None:
+            return None
         if shape is not None:
             lanes = []
             for s in got[0].tolist():
@@ -242,6 +246,52 @@ class _GrammarIndex(TokenIndex):
                 lanes.append(tuple([st for _, st in a._closed_key(s)[1]]))
             self._shared_regions[shape[1]] = (tuple(lanes), got[1])
         return got
+
+    def _is_pure(self, cid: int, slot: int) -> bool:
+        """Whether ``cid`` holds only lexemes in progress from ``slot`` (read from its key:
+        a configuration with pending scans is not, and is not closed for asking)."""
+        boundary, threads, strip, pending = self.dfa._keys[cid]
+        return not (boundary or strip or pending or not threads) and all(sl == slot for sl, _ in threads)
+
+    def _pure_region(self, q: int, slot: int):
+        """:func:`~hf_constrained.region.find_region` over the configurations with only
+        lexemes in progress from ``slot``: its search expands every candidate within three
+        bytes, also those where a lexeme ends (a closing quote and what follows), which can
+        never be in a region of this kind that is shared; here they are not candidates and
+        stay unexpanded (any region gives the same mask)."""
+        a = self.dfa
+        a.expand(q)
+        if np.count_nonzero(a.table[q][a.byte_class] == q) < self.REGION_MIN_LOOPS:
+            return None
+        order, at, frontier = [q], {q: 0}, [q]
+        for _ in range(self.REGION_DEPTH):
+            nxt = []
+            for s in frontier:
+                a.expand(s)
+                for t in dict.fromkeys(a.table[s].tolist()):
+                    if t != DEAD and t not in at and len(order) < self.REGION_STATES and self._is_pure(t, slot):
+                        at[t] = len(order)
+                        order.append(t)
+                        nxt.append(t)
+            frontier = nxt
+        for s in frontier:
+            a.expand(s)
+        cand = np.array(order, dtype=np.int64)
+        rows = a.table[cand]
+        lut = np.full(a.num_states, -1, dtype=np.int64)
+        lut[cand] = np.arange(len(cand))
+        local = np.where(rows > 0, lut[np.maximum(rows, 0)], -1)
+        inside = np.zeros(len(cand), dtype=bool)
+        inside[0] = True
+        while True:  # the candidates that reach q through candidates
+            grown = inside | ((local >= 0) & inside[np.maximum(local, 0)]).any(1)
+            if (grown == inside).all():
+                break
+            inside = grown
+        keep = np.flatnonzero(inside)
+        renum = np.full(len(cand), -1, dtype=np.int64)
+        renum[keep] = np.arange(len(keep))
+        return cand[keep], np.where(local >= 0, renum[np.maximum(local, 0)], -1)[keep].astype(np.int16)
 
     def _pure_shape(self, q: int):
         """``(slot, key)`` of a configuration whose content is only lexemes in progress
