@@ -5,10 +5,11 @@ import doctest
 import pytest
 
 from hf_constrained.grammar import (cfg, configs, constraint, earley, filling, gbnf, lexer, node_cache, processor,
-                                    regex_tree)
+                                    regex_tree, shared_regions)
 
 
-MODULES = [cfg, configs, constraint, earley, filling, gbnf, lexer, node_cache, processor, regex_tree]
+MODULES = [cfg, configs, constraint, earley, filling, gbnf, lexer, node_cache, processor, regex_tree,
+           shared_regions]
 
 
 @pytest.mark.parametrize("mod", MODULES, ids=lambda m: m.__name__)
