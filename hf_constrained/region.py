@@ -45,7 +45,7 @@ def _row(dfa, s: int) -> np.ndarray:
     return dfa.table[s]
 
 
-def find_region(dfa, q: int, min_loops: int = 16, depth: int = 3, max_states: int = 48):
+def find_region(dfa, q: int, min_loops: int = 16, depth: int = 3, max_states: int = 48, admit=None):
     """The lexical region of state ``q``, or None when ``q`` has none.
 
     A state with at least ``min_loops`` bytes looping back to itself has one:
@@ -57,6 +57,8 @@ def find_region(dfa, q: int, min_loops: int = 16, depth: int = 3, max_states: in
     the region's states in a canonical order (``q`` first, then breadth-first,
     targets by first byte class) and their transitions as a local ``int16``
     table over byte classes (region index, or -1 for "leaves the region").
+    ``admit`` (a predicate on states, default all): only states it admits become
+    candidates; the others are neither looked at nor expanded.
     """
     row = _row(dfa, q)
     if np.count_nonzero(row[dfa.byte_class] == q) < min_loops:
@@ -67,7 +69,8 @@ def find_region(dfa, q: int, min_loops: int = 16, depth: int = 3, max_states: in
         for s in frontier:
             # targets by first byte class: dict keys keep first occurrence order
             for t in dict.fromkeys(_row(dfa, s).tolist()):
-                if t != DEAD and t not in at and len(order) < max_states:
+                if (t != DEAD and t not in at and len(order) < max_states
+                        and (admit is None or admit(t))):
                     at[t] = len(order)
                     order.append(t)
                     nxt.append(t)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..constraint import DEAD
+from ..region import find_region
 
 
 class SharedRegions:
@@ -99,39 +99,8 @@ class SharedRegions:
         bytes, also those where a lexeme ends (a closing quote and what follows), which can
         never be in a region of this kind that is shared; here they are not candidates and
         stay unexpanded (any region gives the same mask)."""
-        a = self.dfa
-        a.expand(q)
-        if np.count_nonzero(a.table[q][a.byte_class] == q) < self.REGION_MIN_LOOPS:
-            return None
-        order, at, frontier = [q], {q: 0}, [q]
-        for _ in range(self.REGION_DEPTH):
-            nxt = []
-            for s in frontier:
-                a.expand(s)
-                for t in dict.fromkeys(a.table[s].tolist()):
-                    if t != DEAD and t not in at and len(order) < self.REGION_STATES and self._is_pure(t, slot):
-                        at[t] = len(order)
-                        order.append(t)
-                        nxt.append(t)
-            frontier = nxt
-        for s in frontier:
-            a.expand(s)
-        cand = np.array(order, dtype=np.int64)
-        rows = a.table[cand]
-        lut = np.full(a.num_states, -1, dtype=np.int64)
-        lut[cand] = np.arange(len(cand))
-        local = np.where(rows > 0, lut[np.maximum(rows, 0)], -1)
-        inside = np.zeros(len(cand), dtype=bool)
-        inside[0] = True
-        while True:  # the candidates that reach q through candidates
-            grown = inside | ((local >= 0) & inside[np.maximum(local, 0)]).any(1)
-            if (grown == inside).all():
-                break
-            inside = grown
-        keep = np.flatnonzero(inside)
-        renum = np.full(len(cand), -1, dtype=np.int64)
-        renum[keep] = np.arange(len(keep))
-        return cand[keep], np.where(local >= 0, renum[np.maximum(local, 0)], -1)[keep].astype(np.int16)
+        return find_region(self.dfa, q, self.REGION_MIN_LOOPS, self.REGION_DEPTH, self.REGION_STATES,
+                           admit=lambda t: self._is_pure(t, slot))
 
     def _pure_shape(self, q: int):
         """``(slot, key)`` of a configuration whose content is only lexemes in progress
