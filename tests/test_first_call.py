@@ -59,3 +59,108 @@ def test_the_record_and_the_first_ids_are_not_the_callers_tensor():
 def test_transformers_major_version_read_once():
     assert hf_internals._TRANSFORMERS_4 == transformers.__version__.startswith("4.")
     assert hf_internals._in_slicing_pipeline() is False  # called from a test, never a pipeline
+
+
+# ---------------------------------------------------------------- row 0 (FINISHED) written lazily
+from hf_constrained.constraint import DEAD, FINISHED  # noqa: E402
+from hf_constrained.masks import make_masks  # noqa: E402
+
+
+class _Spy:
+    """An engine that counts the masks asked of it (and can be slow on FINISHED)."""
+
+    def __init__(self, engine, delay=0.0):
+        self.engine, self.asked, self.delay = engine, [], delay
+        for name in ("starts", "eos_token_ids", "pad_token_id", "vocab_size"):
+            setattr(self, name, getattr(engine, name))
+
+    def _ask(self, s):
+        self.asked.append(int(s))
+        if s == FINISHED and self.delay:
+            import time
+            time.sleep(self.delay)
+
+    def allowed_bits(self, s, width):
+        self._ask(s)
+        return self.engine.allowed_bits(s, width)
+
+    def allowed_mask(self, s, width):
+        self._ask(s)
+        return self.engine.allowed_mask(s, width)
+
+    def banned_bits(self, s, width):
+        self._ask(s)
+        return self.engine.banned_bits(s, width)
+
+
+def _reference(engine, states, width):
+    out = torch.zeros(len(states), width)
+    for i, s in enumerate(states):
+        allowed = np.zeros(width, bool)
+        allowed[[int(e) for e in engine.eos_token_ids if e < width]] = True
+        if s <= 0 and engine.pad_token_id is not None:  # dead rows share FINISHED's row
+            allowed[engine.pad_token_id] = True
+        if s > 0:
+            allowed = engine.allowed_mask(s, width)
+        out[i, torch.from_numpy(~allowed)] = float("-inf")
+    return out
+
+
+@pytest.fixture
+def engine_and_states(local_tok):
+    proc = RegexProcessor(r"(ab|cd){1,3}!", local_tok, cache_dir=False)
+    c = proc.constraint
+    states, cur = [int(c.starts[0])], [int(c.starts[0])]
+    for _ in range(3):
+        cur = sorted({int(t) for s in cur for t in c.successors(s)} - set(states))
+        states += cur
+    return c, states
+
+
+@pytest.mark.parametrize("layout", ["sparse", "packed"])
+def test_finished_row_is_written_when_first_needed(engine_and_states, layout):
+    c, states = engine_and_states
+    width = c.vocab_size + 3
+    spy = _Spy(c)
+    table = make_masks(layout, spy, width, "cpu")
+    for s in states:  # one-row steps of live states never need row 0
+        out = table.apply(torch.zeros(1, width), np.array([s]), True)
+        assert torch.equal(out, _reference(c, [s], width)), s
+    assert FINISHED not in spy.asked
+    # a finished row, then a dead one, alone and among live rows: row 0 written once
+    for batch in ([FINISHED], [DEAD], [states[1], FINISHED, DEAD, states[0]]):
+        out = table.apply(torch.zeros(len(batch), width), np.array(batch), False)
+        assert torch.equal(out, _reference(c, batch, width)), batch
+    assert spy.asked.count(FINISHED) == 1
+    # a fresh table whose first step has several rows, one finished
+    spy2 = _Spy(c)
+    t2 = make_masks(layout, spy2, width, "cpu")
+    batch = [states[2], FINISHED, states[2]]
+    assert torch.equal(t2.apply(torch.zeros(3, width), np.array(batch), True), _reference(c, batch, width))
+    assert spy2.asked.count(FINISHED) == 1
+
+
+@pytest.mark.parametrize("layout", ["sparse", "packed"])
+def test_finished_row_written_once_from_many_threads(engine_and_states, layout):
+    import threading
+
+    c, states = engine_and_states
+    width = c.vocab_size
+    spy = _Spy(c, delay=0.05)
+    table = make_masks(layout, spy, width, "cpu")
+    table.row(states[0])
+    outs, barrier = [None] * 6, threading.Barrier(6)
+
+    def work(i):
+        barrier.wait()
+        batch = [FINISHED] if i % 2 else [states[0], DEAD]
+        outs[i] = (batch, table.apply(torch.zeros(len(batch), width), np.array(batch), False))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert spy.asked.count(FINISHED) == 1
+    for batch, out in outs:
+        assert torch.equal(out, _reference(c, batch, width)), batch
