@@ -26,7 +26,7 @@ import numpy as np
 from . import cache as disk
 from .automaton import (_ALT, _CAT, _CLS, _REP, DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_STATES,
                         MEMBERS_PER_POSITION, LazyDFA)
-from .constraint import FINISHED, Constraint
+from .constraint import Constraint
 from .errors import GenerationConflictError
 from .index import TokenIndex
 from .vocabulary import Vocabulary
@@ -137,11 +137,11 @@ class RegexConstraint(Constraint):
             return self.index.precompute(max_states=max_states, deadline=deadline)
 
     def warm(self) -> None:
-        """Compute the masks of the start states (the first mask of each pattern)."""
+        """Compute the masks of the start states (the first mask of each pattern).
+        FINISHED's (EOS and pad) is left for the first step that has a finished row."""
         with self._lock:  # the packed masks only: the id lists are not needed yet
             for s in set(self.starts.tolist()):
                 self.index.bits(int(s))
-            self.index.bits(FINISHED)
 
     @property
     def num_states(self) -> int:

@@ -164,3 +164,16 @@ def test_finished_row_written_once_from_many_threads(engine_and_states, layout):
     assert spy.asked.count(FINISHED) == 1
     for batch, out in outs:
         assert torch.equal(out, _reference(c, batch, width)), batch
+
+
+def test_construction_and_first_call_compute_no_finished_mask(local_tok):
+    proc = RegexProcessor(r"(yes|no)!", local_tok, cache_dir=False)
+    index = proc.constraint.index
+    assert int(proc.constraint.starts[0]) in index._bits and FINISHED not in index._bits
+    proc(torch.tensor([[3]]), torch.zeros(1, len(local_tok)))
+    assert FINISHED not in index._bits
+    # a finished row computes it, and its mask is EOS and pad only
+    masks = proc._masks
+    out = masks.apply(torch.zeros(1, len(local_tok)), np.array([FINISHED]), True)
+    allowed = set(torch.isfinite(out[0]).nonzero()[:, 0].tolist())
+    assert allowed == {local_tok.eos_token_id, local_tok.pad_token_id} - {None} and FINISHED in index._bits
