@@ -151,7 +151,8 @@ def _read_stored_npz(data) -> dict | None:
         n = math.prod(shape)
         if head + hlen + n * dtype.itemsize != hi:
             return None
-        out[name[:-4]] = np.frombuffer(data, dtype=dtype, count=n, offset=head + hlen).reshape(shape)
+        arr = np.frombuffer(data, dtype=dtype, count=n, offset=head + hlen).reshape(shape)
+        out[name[:-4]] = arr if arr.flags.aligned else arr.copy()  # (members start anywhere)
     return out
 
 

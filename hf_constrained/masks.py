@@ -43,7 +43,7 @@ import threading
 import numpy as np
 import torch
 
-from .constraint import FINISHED
+from .constraint import FINISHED, packed_words, set_bit_ids
 from .errors import StateLimitError
 
 LAYOUTS = ("packed", "sparse")
@@ -119,10 +119,7 @@ def _id_list(bits: np.ndarray, width: int):
     >>> bool(keep), ids.tolist()                    # mostly allowed: the banned ids below 19
     (False, [3, 10, 17])
     """
-    if len(bits) % 8:  # whole 64-bit words (a copy of at most 16 KB)
-        bits = np.concatenate([bits, np.zeros(8 - len(bits) % 8, dtype=np.uint8)])
-    words = bits.view(np.uint64)
-    nz = np.flatnonzero(words != 0)
+    bits, words, nz = packed_words(bits)
     sel = words[nz].view(np.uint8)
     keep = 128 * len(nz) <= width or 2 * bit_count(sel) <= width
     if not keep:  # the banned ids: the zero bits below the width
@@ -130,17 +127,9 @@ def _id_list(bits: np.ndarray, width: int):
         bits[(width + 7) // 8:] = 0
         if width % 8:
             bits[width // 8] &= (1 << (width % 8)) - 1
-        nz = np.flatnonzero(words != 0)
+        nz = np.flatnonzero(words)
         sel = words[nz].view(np.uint8)
-    if len(nz) <= 32:  # a few words: unpack them whole
-        pos = np.flatnonzero(np.unpackbits(sel, bitorder="little").view(bool))
-        return keep, (nz[pos >> 6] << 6) | (pos & 63)
-    nzb = np.flatnonzero(sel != 0)  # else their nonzero bytes only
-    if 2 * len(nzb) > len(bits):  # dense: one pass over all the bits
-        return keep, np.flatnonzero(np.unpackbits(bits, bitorder="little").view(bool))
-    byte = (nz[nzb >> 3] << 3) | (nzb & 7)
-    pos = np.flatnonzero(np.unpackbits(sel[nzb], bitorder="little").view(bool))
-    return keep, (byte[pos >> 3] << 3) | (pos & 7)
+    return keep, set_bit_ids(bits, nz, sel)
 
 
 class MaskLayout:
