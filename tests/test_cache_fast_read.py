@@ -42,6 +42,7 @@ def test_fast_reader_equals_np_load():
             assert got[k].dtype == ref[k].dtype and got[k].shape == ref[k].shape, k
             assert np.array_equal(got[k], ref[k]), k
             assert got[k].flags.writeable, k  # as np.load's arrays
+            assert got[k].flags.aligned, k
 
 
 @pytest.mark.parametrize("case", ["compressed", "object", "structured", "fortran"])
