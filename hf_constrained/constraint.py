@@ -92,19 +92,54 @@ DEAD = 0
 FINISHED = -1
 
 
+def packed_words(bits: np.ndarray):
+    """``(bits, words, nonzero)``: packed ``bits`` (uint8) padded with zero bytes to whole
+    64-bit words (a copy only when their length is not a multiple of 8), their uint64
+    view and the indices of its nonzero words (one pass over ``len(bits) / 8`` words).
+
+    >>> b, w, nz = packed_words(np.array([0, 0, 0, 0, 0, 0, 0, 0, 1], dtype=np.uint8))
+    >>> len(b), nz.tolist()
+    (16, [1])
+    """
+    if len(bits) % 8:
+        bits = np.concatenate([bits, np.zeros(8 - len(bits) % 8, dtype=np.uint8)])
+    words = bits.view(np.uint64)
+    return bits, words, np.flatnonzero(words)
+
+
+def set_bit_ids(bits: np.ndarray, nz: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """Sorted int64 positions of the set bits of ``bits`` (from :func:`packed_words`),
+    given its nonzero words ``nz`` and their bytes ``sel`` (``words[nz].view(np.uint8)``):
+    a few words are unpacked whole, more only at their nonzero bytes, and over half the
+    bytes set one pass unpacks them all. O(ids) beyond the word scan: a first mask lists
+    a handful of ids out of 129k.
+
+    >>> bits, words, nz = packed_words(np.packbits(np.arange(70) % 33 == 1, bitorder="little"))
+    >>> set_bit_ids(bits, nz, words[nz].view(np.uint8)).tolist()
+    [1, 34, 67]
+    """
+    if len(nz) <= 32:  # a few words: unpack them whole
+        pos = np.flatnonzero(np.unpackbits(sel, bitorder="little").view(bool))
+        return (nz[pos >> 6] << 6) | (pos & 63)
+    nzb = np.flatnonzero(sel)  # else their nonzero bytes only
+    if 2 * len(nzb) > len(bits):  # dense: one pass over all the bits
+        return np.flatnonzero(np.unpackbits(bits, bitorder="little").view(bool))
+    byte = (nz[nzb >> 3] << 3) | (nzb & 7)
+    pos = np.flatnonzero(np.unpackbits(sel[nzb], bitorder="little").view(bool))
+    return (byte[pos >> 3] << 3) | (pos & 7)
+
+
 def packed_ids(bits: np.ndarray) -> np.ndarray:
-    """Sorted int64 positions of the set bits of little-endian packed ``bits``: only the
-    nonzero bytes are unpacked while they are few (a first mask lists a handful of ids
-    out of 129k, and unpacking and scanning all 129k bits costs ten times more).
+    """Sorted int64 positions of the set bits of little-endian packed ``bits``, read as
+    64-bit words (:func:`set_bit_ids`; the shell's id lists use the same listing).
 
     >>> packed_ids(np.packbits(np.arange(20) % 7 == 3, bitorder="little")).tolist()
     [3, 10, 17]
     """
-    nz = np.flatnonzero(bits != 0)
-    if len(nz) * 4 > len(bits):
-        return np.flatnonzero(np.unpackbits(bits, bitorder="little").view(bool))
-    pos = np.flatnonzero(np.unpackbits(bits[nz], bitorder="little").view(bool))
-    return nz[pos >> 3] * 8 + (pos & 7)
+    bits, words, nz = packed_words(bits)
+    return set_bit_ids(bits, nz, words[nz].view(np.uint8))
+
+
 UNKNOWN = -2
 
 

@@ -163,6 +163,15 @@ def _legacy_beam_sampling_guard() -> bool:
     return True
 
 
+def _transformers_4() -> bool:
+    import transformers
+
+    return transformers.__version__.startswith("4.")
+
+
+_TRANSFORMERS_4 = _transformers_4()  # read once: the first call of every processor asks
+
+
 def _in_slicing_pipeline() -> bool:
     """True when called from a transformers 4.x ``TextGenerationPipeline``.
 
@@ -174,9 +183,7 @@ def _in_slicing_pipeline() -> bool:
     tokens (the rule applies, as for ``tokenizer.decode(generated_ids)``).
     False outside a pipeline and on transformers 5.
     """
-    import transformers
-
-    if not transformers.__version__.startswith("4."):
+    if not _TRANSFORMERS_4:
         return False
     f = sys._getframe(1)
     while f is not None:

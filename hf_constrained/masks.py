@@ -2,7 +2,9 @@
 
 Both layouts give every visited state a table row (``row_of``); row 0 holds the
 mask of :data:`~hf_constrained.constraint.FINISHED` (EOS and pad only) and is
-shared by dead and finished rows, so no row is ever entirely ``-inf``. Ids
+shared by dead and finished rows, so no row is ever entirely ``-inf``. Row 0 is
+written the first time a step has such a row (most calls never have one; a
+processor's first call has none). Ids
 beyond the tokenizer's vocabulary (a model vocabulary padded larger) are never
 allowed. The masks come from the constraint (``allowed_mask`` /
 ``banned_bits``), so any engine gets both layouts.
@@ -41,7 +43,7 @@ import threading
 import numpy as np
 import torch
 
-from .constraint import FINISHED
+from .constraint import FINISHED, packed_words, set_bit_ids
 from .errors import StateLimitError
 
 LAYOUTS = ("packed", "sparse")
@@ -117,10 +119,7 @@ def _id_list(bits: np.ndarray, width: int):
     >>> bool(keep), ids.tolist()                    # mostly allowed: the banned ids below 19
     (False, [3, 10, 17])
     """
-    if len(bits) % 8:  # whole 64-bit words (a copy of at most 16 KB)
-        bits = np.concatenate([bits, np.zeros(8 - len(bits) % 8, dtype=np.uint8)])
-    words = bits.view(np.uint64)
-    nz = np.flatnonzero(words != 0)
+    bits, words, nz = packed_words(bits)
     sel = words[nz].view(np.uint8)
     keep = 128 * len(nz) <= width or 2 * bit_count(sel) <= width
     if not keep:  # the banned ids: the zero bits below the width
@@ -128,17 +127,9 @@ def _id_list(bits: np.ndarray, width: int):
         bits[(width + 7) // 8:] = 0
         if width % 8:
             bits[width // 8] &= (1 << (width % 8)) - 1
-        nz = np.flatnonzero(words != 0)
+        nz = np.flatnonzero(words)
         sel = words[nz].view(np.uint8)
-    if len(nz) <= 32:  # a few words: unpack them whole
-        pos = np.flatnonzero(np.unpackbits(sel, bitorder="little").view(bool))
-        return keep, (nz[pos >> 6] << 6) | (pos & 63)
-    nzb = np.flatnonzero(sel != 0)  # else their nonzero bytes only
-    if 2 * len(nzb) > len(bits):  # dense: one pass over all the bits
-        return keep, np.flatnonzero(np.unpackbits(bits, bitorder="little").view(bool))
-    byte = (nz[nzb >> 3] << 3) | (nzb & 7)
-    pos = np.flatnonzero(np.unpackbits(sel[nzb], bitorder="little").view(bool))
-    return keep, (byte[pos >> 3] << 3) | (pos & 7)
+    return keep, set_bit_ids(bits, nz, sel)
 
 
 class MaskLayout:
@@ -162,8 +153,16 @@ class MaskLayout:
         self.constraint, self.width, self.device = constraint, int(width), torch.device(device)
         self._lock = threading.Lock()
         self.row_of = np.full(64, -1, dtype=np.int64)  # state -> table row (slot 0: dead/finished)
-        self.used = 0
-        self._add([FINISHED])
+        self.used = 1  # row 0 is FINISHED's, written when a step first needs it
+        self._finished = False
+
+    def _need_finished(self) -> None:
+        """Write row 0 (FINISHED: EOS and pad) unless it is written already; every
+        reader of row 0 calls this first (one attribute test once it is there)."""
+        with self._lock:
+            if not self._finished:
+                self._store([FINISHED], 0)
+                self._finished = True  # published after the row is written
 
     def _add(self, states: list) -> None:
         base = self.used
@@ -185,6 +184,8 @@ class MaskLayout:
     def host_rows(self, states: np.ndarray) -> np.ndarray:
         """Table rows for ``states`` (dead and finished share row 0), adding unseen states."""
         states = np.asarray(states, dtype=np.int64)
+        if not self._finished and (states <= 0).any():
+            self._need_finished()
         row_of = self.row_of
         seen = np.unique(states[states > 0])
         known = seen < len(row_of)
@@ -201,6 +202,8 @@ class MaskLayout:
     def row(self, state: int) -> int:
         """:meth:`host_rows` of one state, on Python ints (the one-row step)."""
         if state <= 0:
+            if not self._finished:
+                self._need_finished()
             return 0
         row_of = self.row_of
         if state < len(row_of):
@@ -255,6 +258,8 @@ class PackedMasks(MaskLayout):
     def banned(self, rows) -> torch.Tensor:
         """Bool mask (rows x width) of the banned tokens of table ``rows`` (a device
         index tensor, or a slice: one row needs no index copied to the device)."""
+        if not self._finished and not isinstance(rows, slice):  # an index may name row 0
+            self._need_finished()  # (a slice comes from row(), which wrote it if it is 0)
         sel = self.table[rows]
         bits = (sel.unsqueeze(-1) >> self.shifts) & 1
         return bits.view(sel.shape[0], -1)[:, : self.width].bool()
@@ -303,7 +308,11 @@ class SparseMasks(MaskLayout):
         self._local = threading.local()  # scratch buffers, one set per thread
         self._ids: dict = {}  # table row -> its ids as an int64 device tensor (one-row steps)
         self._ids_bytes = 0
+        self._ids_limit = self.IDS_CACHE_BYTES  # fixed when the table is made
         super().__init__(constraint, width, device)
+        self._grow_rows(1)  # row 0 (FINISHED) empty until written: the same in every table
+        self.start[0] = self.count[0] = self.first[0] = self.last[0] = 0
+        self.keep[0] = False
 
     # On CPU new states' steps are written through a numpy view of their memory
     # (False: through torch, as on an accelerator; tests compare the two).
@@ -370,7 +379,7 @@ class SparseMasks(MaskLayout):
                 g[0] = ids[0]
                 np.subtract(ids[1:], ids[:-1], out=g[1:], casting="unsafe")
             at += n
-            if len(states) == 1 and self._ids_bytes + 8 * n <= self.IDS_CACHE_BYTES:
+            if len(states) == 1 and self._ids_bytes + 8 * n <= self._ids_limit:
                 ready[r] = ids  # the one-row list, ready before its first use
         if host is None and len(gaps):
             steps[self.num_steps: num_steps] = torch.from_numpy(gaps).to(self.device)
@@ -420,7 +429,8 @@ class SparseMasks(MaskLayout):
         return idx.cumsum_(0)
 
     # Ready int64 id lists for one-row steps are kept up to this many bytes per
-    # table; rows beyond it rebuild theirs from ``steps`` (one cumulative sum).
+    # table (the value when the table is made); rows beyond it rebuild theirs from
+    # ``steps`` (one cumulative sum).
     IDS_CACHE_BYTES = 64 << 20
 
     def row_ids(self, r: int) -> torch.Tensor:
@@ -433,11 +443,13 @@ class SparseMasks(MaskLayout):
         >>> tok.decode(masks.row_ids(masks.row(int(engine.starts[0]))).tolist())
         'ab'
         """
+        if r == 0 and not self._finished:
+            self._need_finished()
         ids = self._ids.get(r)
         if ids is None:
             start, count = int(self.start[r]), int(self.count[r])
             ids = torch.cumsum(self.steps[start: start + count], 0, dtype=torch.int64)  # gaps -> ids
-            if self._ids_bytes + 8 * count <= self.IDS_CACHE_BYTES:
+            if self._ids_bytes + 8 * count <= self._ids_limit:
                 with self._lock:
                     if r not in self._ids:
                         self._ids[r] = ids

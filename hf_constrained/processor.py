@@ -256,7 +256,7 @@ class ConstrainedProcessor(LogitsProcessor):
         Compare with :meth:`states_from_tokens` to check the tracking.
         """
         run = self._last_run()
-        return run.last_ids, run.hist[-1][1].copy()
+        return run.last_ids.clone(), run.hist[-1][1].copy()
 
     def states_from_tokens(self, input_ids: torch.Tensor) -> np.ndarray:
         """Recompute every row's state of this thread's last call from its generated tokens."""

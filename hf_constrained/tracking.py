@@ -101,6 +101,8 @@ def count_prompts(input_ids: torch.Tensor, config, num_patterns: int, per_prompt
         beams = int(getattr(config, "num_beams", 1) or 1)
         expand = beams if beams > 1 else int(getattr(config, "num_return_sequences", 1) or 1)
         n = rows // expand if rows % expand == 0 else None
+    elif rows == 1:  # the one-row call: no device work
+        n = 1
     else:
         same = (input_ids[1:] == input_ids[:-1]).all(1).cpu().numpy()
         n = 1 + int((~same).sum())
@@ -249,9 +251,11 @@ class Run:
             self.start_states = prompt_starts[np.arange(rows) // (rows // num_prompts)].astype(np.int64)
         else:
             self.start_states = np.full(rows, starts[0], dtype=np.int64)
-        self.record = Record(input_ids.clone(), num_prompts, prompt_starts)
-        self.hist = [(None, self.start_states.copy())]
+        # one copy of the prompt: the record's prompt ids are the first last_ids (never
+        # written in place: each step replaces last_ids with a copy of its own ids)
         self.last_ids = input_ids.clone()
+        self.record = Record(self.last_ids, num_prompts, prompt_starts)
+        self.hist = [(None, self.start_states.copy())]
         self._last_hash = None
         self._hash_pending = False  # the hash of last_ids is computed when read (one-row steps)
         self.inplace = inplace
