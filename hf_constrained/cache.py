@@ -3,9 +3,10 @@
 * Location: ``cache_dir=`` argument, else the ``HF_CONSTRAINED_CACHE``
   environment variable (``0`` turns caching off), else
   ``$XDG_CACHE_HOME/hf_constrained`` (``~/.cache/hf_constrained``).
-* Format: numpy ``.npz`` files of plain numeric arrays, loaded with
-  ``allow_pickle=False`` (loading can never run code), plus a JSON header
-  holding the format version and the full key. A file that is corrupted,
+* Format: one numpy ``.npy`` byte array per file, loaded with
+  ``allow_pickle=False`` (loading can never run code), holding a JSON header
+  (the format version, the full key, each array's dtype, shape and offset)
+  and the plain numeric arrays' bytes (see :func:`save`). A file that is corrupted,
   truncated, from another version or for another key is ignored and rebuilt.
 * Writes go to a temporary file in the same folder and are renamed into place
   (atomic); an advisory lock file serialises builders across processes so a
@@ -23,14 +24,12 @@ import hashlib
 import json
 import math
 import os
-import re
-import struct
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5  # 5: one .npy byte array per file instead of an .npz
 ENV = "HF_CONSTRAINED_CACHE"
 
 try:  # POSIX advisory locks; elsewhere builds may duplicate but stay correct
@@ -77,22 +76,49 @@ def digest(*parts) -> str:
     return h.hexdigest()
 
 
+_ALIGN = 16  # each array's offset in the file's byte array: aligned views
+
+
 def save(path: Path, key: str, arrays: dict) -> bool:
     """Atomically write ``arrays`` under ``key``. Returns False if the disk refused.
 
+    The file is one ``.npy`` byte array (:func:`np.save`, never pickled): an
+    8-byte length, a JSON header (format, key, and each array's name, dtype,
+    shape and offset), then the arrays' bytes, each aligned. One ``np.load`` of
+    one array reads it back, where an ``.npz`` costs a zip member per array
+    (about 60 µs each: what made a warm disk-cache start slower than a cold one).
+
     >>> import tempfile
-    >>> path = Path(tempfile.mkdtemp()) / "x.npz"
+    >>> path = Path(tempfile.mkdtemp()) / "x.npy"
     >>> save(path, "k", {"a": np.arange(3)}), load(path, "k")["a"].tolist(), load(path, "other")
     (True, [0, 1, 2], None)
     """
     path = Path(path)
+    table, parts, at = [], [], 0
+    for name, a in arrays.items():
+        a = np.asarray(a)
+        if not a.flags.c_contiguous:
+            a = a.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
+        if a.dtype.hasobject or a.dtype.fields is not None:
+            raise ValueError(f"cache array {name!r} has dtype {a.dtype}: only plain numeric arrays are stored")
+        at = -(-at // _ALIGN) * _ALIGN
+        table.append([name, a.dtype.str, list(a.shape), at])
+        parts.append((at, a))
+        at += a.nbytes
+    header = json.dumps({"format": FORMAT_VERSION, "key": key, "arrays": table}).encode()
+    lead = 8 + len(header)
+    lead = -(-lead // _ALIGN) * _ALIGN
+    blob = np.zeros(lead + at, dtype=np.uint8)
+    blob[:8] = np.frombuffer(len(header).to_bytes(8, "little"), dtype=np.uint8)
+    blob[8: 8 + len(header)] = np.frombuffer(header, dtype=np.uint8)
+    for off, a in parts:
+        blob[lead + off: lead + off + a.nbytes] = a.reshape(-1).view(np.uint8)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        header = json.dumps({"format": FORMAT_VERSION, "key": key}).encode()
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, __header__=np.frombuffer(header, dtype=np.uint8), **arrays)
+                np.save(f, blob, allow_pickle=False)
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
@@ -102,92 +128,37 @@ def save(path: Path, key: str, arrays: dict) -> bool:
         return False
 
 
-_NPY_HEADER = re.compile(rb"\{'descr': '([<>|=]?[biuf]\d+)', 'fortran_order': False, 'shape': \(([0-9, ]*)\), \}")
-
-
-def _read_stored_npz(data) -> dict | None:
-    """The arrays of an ``.npz`` that :func:`np.savez` wrote (uncompressed members,
-    little ``.npy`` headers), read straight from the bytes: one file read instead of
-    ``np.load``'s zip and per-member header parsing (about 60 µs per array, the
-    whole warm disk-cache path's excess over building). Numeric dtypes only; None
-    for anything else (a compressed or ZIP64 file, an object or structured array,
-    damage), which the caller then hands to ``np.load``.
-
-    >>> import io
-    >>> buf = io.BytesIO()
-    >>> np.savez(buf, a=np.arange(3), b=np.ones((2, 2), np.uint8))
-    >>> {k: v.tolist() for k, v in _read_stored_npz(bytearray(buf.getvalue())).items()}
-    {'a': [0, 1, 2], 'b': [[1, 1], [1, 1]]}
-    """
-    end = len(data) - 22  # the end-of-central-directory record, no comment
-    if end < 0 or data[end: end + 4] != b"PK\x05\x06":
-        return None
-    count, cd_size, cd_at = struct.unpack_from("<HII", data, end + 10)
-    out, at = {}, cd_at
-    for _ in range(count):
-        if data[at: at + 4] != b"PK\x01\x02":
-            return None
-        method, csize, usize, nlen, elen, clen = struct.unpack_from("<H8xIIHHH", data, at + 10)
-        local = struct.unpack_from("<I", data, at + 42)[0]
-        name = bytes(data[at + 46: at + 46 + nlen]).decode("utf-8", "replace")
-        at += 46 + nlen + elen + clen
-        if method != 0 or csize != usize or usize == 0xFFFFFFFF or not name.endswith(".npy") \
-                or data[local: local + 4] != b"PK\x03\x04":
-            return None
-        lnlen, lelen = struct.unpack_from("<HH", data, local + 26)
-        lo = local + 30 + lnlen + lelen
-        hi = lo + usize
-        if hi > len(data) or data[lo: lo + 6] != b"\x93NUMPY":
-            return None
-        if data[lo + 6] == 1:
-            hlen, head = struct.unpack_from("<H", data, lo + 8)[0], lo + 10
-        else:
-            hlen, head = struct.unpack_from("<I", data, lo + 8)[0], lo + 12
-        m = _NPY_HEADER.match(bytes(data[head: head + hlen]))
-        if m is None:
-            return None
-        dtype = np.dtype(m.group(1).decode())
-        shape = tuple(int(x) for x in m.group(2).split(b",") if x.strip())
-        n = math.prod(shape)
-        if head + hlen + n * dtype.itemsize != hi:
-            return None
-        arr = np.frombuffer(data, dtype=dtype, count=n, offset=head + hlen).reshape(shape)
-        out[name[:-4]] = arr if arr.flags.aligned else arr.copy()  # (members start anywhere)
-    return out
-
-
 def load(path: Path, key: str) -> dict | None:
     """Arrays stored under ``key`` at ``path``, or None if absent/corrupt/foreign.
 
-    >>> load(Path("/nonexistent/x.npz"), "k") is None
+    The arrays are views of the one array read (writable, aligned).
+
+    >>> load(Path("/nonexistent/x.npy"), "k") is None
     True
     """
     try:
-        with open(path, "rb") as f:  # one read; the arrays are views of this (writable) buffer
-            data = bytearray(os.fstat(f.fileno()).st_size)
-            if f.readinto(data) != len(data):
-                return None
-    except OSError:
-        return None
-    try:
-        arrays = _read_stored_npz(data)
-    except (struct.error, ValueError, IndexError, TypeError):  # damage: np.load decides
-        arrays = None
-    if arrays is not None and "__header__" in arrays:
-        try:
-            header = json.loads(arrays.pop("__header__").tobytes().decode())
-        except ValueError:
+        blob = np.load(path, allow_pickle=False)
+        if blob.dtype != np.uint8 or blob.ndim != 1 or blob.size < 8:
             return None
+        n = int.from_bytes(blob[:8].tobytes(), "little")
+        if not 0 < n <= blob.size - 8:
+            return None
+        header = json.loads(blob[8: 8 + n].tobytes().decode())
         if not isinstance(header, dict) or header.get("format") != FORMAT_VERSION or header.get("key") != key:
             return None
-        return arrays
-    try:  # anything the fast reader does not take (it never unpickles either)
-        with np.load(path, allow_pickle=False) as z:
-            header = json.loads(bytes(z["__header__"]).decode())
-            if header.get("format") != FORMAT_VERSION or header.get("key") != key:
+        lead = -(-(8 + n) // _ALIGN) * _ALIGN
+        out = {}
+        for name, dtype, shape, off in header["arrays"]:
+            dtype = np.dtype(dtype)
+            if dtype.hasobject or dtype.fields is not None:
                 return None
-            return {k: z[k] for k in z.files if k != "__header__"}
-    except Exception:  # missing, truncated, not a zip, bad header, object arrays...
+            size = dtype.itemsize * math.prod(shape)
+            lo = lead + int(off)
+            if off < 0 or lo + size > blob.size:
+                return None
+            out[name] = blob[lo: lo + size].view(dtype).reshape(shape)
+        return out
+    except Exception:  # missing, truncated, not .npy, bad header, foreign layout...
         return None
 
 
@@ -196,7 +167,7 @@ def locked(path: Path):
     """Exclusive advisory lock on ``path.lock``; yields True if we had to wait.
 
     >>> import tempfile
-    >>> with locked(Path(tempfile.mkdtemp()) / "x.npz") as waited:
+    >>> with locked(Path(tempfile.mkdtemp()) / "x.npy") as waited:
     ...     waited
     False
     """
@@ -240,7 +211,7 @@ class ConstraintCache:
         self.constraint = constraint
         key = constraint.cache_key() if cache_dir is not None and hasattr(constraint, "cache_key") else None
         self.key = key
-        self.path = Path(cache_dir) / f"index-{key[:40]}.npz" if key is not None else None
+        self.path = Path(cache_dir) / f"index-{key[:40]}.npy" if key is not None else None
         self.source = "built"
         self._saved = None
 

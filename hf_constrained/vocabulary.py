@@ -323,7 +323,7 @@ class Vocabulary:
         if folder is not None:
             key = disk.digest("vocab", kind, strip, size, "\x00".join(p if p is not None else "\x01" for p in pieces),
                               np.nonzero(~usable)[0])
-            path = folder / f"vocab-{key[:40]}.npz"
+            path = folder / f"vocab-{key[:40]}.npy"
             arrays = disk.load(path, key)
             if arrays is not None:
                 vocab = cls(arrays["flat"], arrays["tok_off"], arrays["tok_len"], trie=arrays, **meta)

@@ -36,7 +36,7 @@ def test_disabled_by_env_writes_nothing(monkeypatch, tmp_path, local_tok):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     proc = fresh(local_tok)
     assert proc.cache_dir is None and proc.index_source == "built"
-    assert not any(tmp_path.rglob("*.npz"))
+    assert not any(tmp_path.rglob("*.npy"))
 
 
 def test_roundtrip_and_reload(tmp_path, deepseek, deepseek_model):
@@ -83,7 +83,7 @@ def test_bad_files_are_ignored_and_rebuilt(tmp_path, local_tok, damage):
 
 
 def test_load_never_allows_pickle(tmp_path):
-    path = tmp_path / "x.npz"
+    path = tmp_path / "x.npy"
     with open(path, "wb") as f:
         np.savez(f, __header__=np.frombuffer(b'{"format": 2, "key": "k"}', np.uint8),
                  evil=np.array([{"a": 1}], dtype=object))

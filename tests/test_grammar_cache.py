@@ -74,7 +74,7 @@ def test_second_process_reuses_states_and_masks(tmp_path, local_tok):
     reference = masks_along(GrammarConstraint(GRAMMAR, local_tok, cache_dir=False), local_tok, TEXTS)
     first = run_child(tmp_path, TEXTS)
     assert first["source"] == "built"
-    assert list(tmp_path.glob("index-*.npz")) and list(tmp_path.glob("grammar-*.npz"))
+    assert list(tmp_path.glob("index-*.npy")) and list(tmp_path.glob("grammar-*.npy"))
     second = run_child(tmp_path, TEXTS)
     assert second["source"] == "disk"
     assert first["masks"] == second["masks"] == reference
@@ -124,7 +124,7 @@ def test_cache_key_names_grammar_vocabulary_and_eos(local_tok):
 def test_read_grammar_comes_from_disk(tmp_path, monkeypatch):
     text = 'start: "a" start | B\nB: /b+/\n%ignore " "'
     cfg = load_grammar(text, cache_dir=tmp_path)
-    assert list(tmp_path.glob("grammar-*.npz"))
+    assert list(tmp_path.glob("grammar-*.npy"))
     gconstraint._read.cache_clear()
 
     def no_lark(*a, **k):

@@ -93,7 +93,7 @@ def _lark_version() -> str:
 @functools.lru_cache(maxsize=64)
 def _read(text: str, syntax: str, start: str, folder) -> CFG:
     key = disk.digest("grammar-text", GRAMMAR_CACHE_VERSION, _lark_version(), syntax, start, text)
-    path = Path(folder) / f"grammar-{key[:40]}.npz" if folder is not None else None
+    path = Path(folder) / f"grammar-{key[:40]}.npy" if folder is not None else None
     if path is not None:
         arrays = disk.load(path, key)
         if arrays is not None:
