@@ -253,7 +253,12 @@ class Parser(NodeCache):
         return nid
 
     def _node(self, key: tuple, grammar: int, expect, parts=None) -> int:
-        """The id of the node ``(open items, accept)``, interned on first sight."""
+        """The id of the node ``(open items, accept)``, interned on first sight. Keyed by
+        the items as a sorted tuple, not a frozenset: a frozenset stays tracked by the cyclic
+        collector for life (one per node, each reaching its oldest generation), a tuple of
+        int tuples leaves it within the young generations' passes."""
+        items = tuple(sorted(key[0]))
+        key = (items, key[1])
         nid = self._ids.get(key)
         if nid is None:
             nid = len(self.items)
@@ -268,7 +273,7 @@ class Parser(NodeCache):
                     f"max_items={self.max_items} Earley items in total (a highly ambiguous grammar); "
                     "make the grammar less ambiguous or raise max_items")
             self._ids[key] = nid
-            self.items.append(tuple(sorted(key[0])))
+            self.items.append(items)
             self.grammar.append(grammar)
             self._expect.append(tuple(sorted(expect)))
             self._accept.append(key[1])
@@ -302,8 +307,9 @@ class Parser(NodeCache):
         union of the closures)."""
         return (-1 - terminal) in self._accept_symbols(node)
 
-    def _accept_symbols(self, node: int) -> frozenset:
-        """The symbols whose reading at ``node`` completes the start rule (kept per node).
+    def _accept_symbols(self, node: int) -> tuple:
+        """The symbols whose reading at ``node`` completes the start rule (kept per node, as
+        a sorted tuple: few symbols, and no frozenset tracked by the cyclic collector for life).
 
         ``X`` is one iff an item of ``node`` waits on ``X`` with a nullable rest and is the
         start rule, or its rule's left-hand side is an accept symbol of the item's origin
@@ -328,7 +334,7 @@ class Parser(NodeCache):
             self._acc_syms[n] = self._accept_symbols_of(n)
         return self._acc_syms[node]
 
-    def _accept_symbols_of(self, n: int) -> frozenset:
+    def _accept_symbols_of(self, n: int) -> tuple:
         tails, lhs, rhs_of, starts, acc = self._tail_nullable, self.lhs, self.rhs, self._start_set, self._acc_syms
         out, local = set(), []       # local: (symbol, lhs) of items predicted here
         parts = self._parts[n]
@@ -350,7 +356,7 @@ class Parser(NodeCache):
                 if a in out and x not in out:
                     out.add(x)
                     changed = True
-        return frozenset(out)
+        return tuple(sorted(out))
 
     def scan(self, node: int, terminal: int) -> int:
         """The node after one ``terminal`` lexeme read at ``node``."""
