@@ -218,7 +218,7 @@ def test_new_configurations_leave_the_collector_in_its_young_generations(text, a
     reaches the oldest one, whose growth starts a full pass over every object of the process
     (~150 ms with torch loaded). A tuple leaves on a pass that finds its items untracked, one
     nesting level per pass: keys are tuples of int tuples (pairs packed in one int,
-    ``filling.pack``) and columns tuples of ints (``lexer.move``), two levels, where tuples
+    ``filling.pack``) and columns tuples of flat int tuples (``lexer.moves``), two levels, where tuples
     of pairs and of 4-tuples made three."""
     import gc
     auto = ConfigAutomaton([from_lark(text, regular=False)])

@@ -36,7 +36,6 @@ from . import lexer
 #: cyclic collector stops tracking within its two young generations (see :meth:`.configs.ConfigAutomaton._intern`)
 PAIR_SHIFT = 32
 PAIR_LOW = (1 << PAIR_SHIFT) - 1
-_LANE_MASK, _STATE_SHIFT = (1 << lexer.LANE_BITS) - 1, lexer.LANE_BITS + 2   # of a lexer.move
 
 
 def pack(first: int, second: int) -> int:
@@ -117,17 +116,18 @@ class CellFilling:
         if columns[col]:
             slot_of = self._slots
             keep, scans, back = [], [], []
-            lane_mask, state_shift = _LANE_MASK, _STATE_SHIFT
-            for m in columns[col]:                  # lexer.move(lane, next state, accepts, goes on)
-                sl = slots[(m >> 2) & lane_mask]
-                if m & 2:
+            shift = PAIR_SHIFT
+            it = iter(columns[col])                 # flat (lane, next state, accepts, goes on): lexer.moves
+            for i, s2, a, g in zip(it, it, it, it):
+                sl = slots[i]
+                if a:
                     node, term, ign = slot_of[sl]
                     if ign:
                         back.append(node)
                     else:
-                        scans.append(node << PAIR_SHIFT | term)   # pack(node, term), inlined
-                if m & 1:
-                    keep.append(sl << PAIR_SHIFT | m >> state_shift)
+                        scans.append(node << shift | term)   # pack(node, term), inlined
+                if g:
+                    keep.append(sl << shift | s2)
             nxt = self._intern(_canon(back), _canon(keep), False, _canon(scans))
         row = self.table[cid]               # after _intern, which may grow the table
         row[inv == col] = nxt
@@ -179,8 +179,8 @@ class CellFilling:
 
     def _lexer_moves(self, states: tuple) -> tuple:
         """One byte of the lexer for lanes in DFA ``states``: ``(column of each byte class,
-        columns)``, a column being the :func:`.lexer.move` ``(lane, next state, accepts, goes on)`` of its live
-        lanes. It depends on the lanes' states alone, and configurations whose nodes expect
+        columns)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
+        lanes (flat: :func:`.lexer.moves`). It depends on the lanes' states alone, and configurations whose nodes expect
         the same terminals share them, so it is kept per tuple (the numpy work of a row)."""
         got = self._moves.get(states)
         if got is None:

@@ -6,14 +6,14 @@ per terminal (:func:`terminal_dfa`). Reading a byte moves every lane at once:
 :func:`lexer_step` computes, for a tuple of lane states, which byte classes
 act alike on all of them (the distinct columns of the lanes x classes table)
 and, per such column, each live lane's next state, whether it accepts (its
-lexeme may end) and whether it goes on (may read more), packed into one int
-(:func:`move`, :func:`unmove`).
+lexeme may end) and whether it goes on (may read more), as one flat tuple of ints (four per live
+lane: read it with :func:`moves`).
 
 >>> dfa = terminal_dfa(["ab", "a+"], ["AB", "AS"])
 >>> a, b = int(dfa.byte_class[ord("a")]), int(dfa.byte_class[ord("b")])
 >>> inv, columns = lexer_step(dfa, lambda s: bool(dfa.table[s].any()), tuple(dfa.starts))
->>> [(lane, accepts, goes_on) for lane, _, accepts, goes_on in map(unmove, columns[inv[a]])]
-[(0, False, True), (1, True, True)]
+>>> [(lane, accepts, goes_on) for lane, _, accepts, goes_on in moves(columns[inv[a]])]   # flags 0/1
+[(0, 0, 1), (1, 1, 1)]
 >>> columns[inv[b]]
 ()
 """
@@ -25,7 +25,6 @@ import numpy as np
 from ..automaton import LazyDFA
 from ..errors import EmptyLanguageError
 from .cfg import GrammarError
-from .earley import GrammarLimitError
 
 _MIX = np.random.default_rng(0x5EED).integers(1, 2 ** 62, size=4096, dtype=np.int64) | 1
 
@@ -45,34 +44,9 @@ def distinct_columns(moves: np.ndarray):
     return cols, np.asarray(inv).reshape(-1)
 
 
-#: bits of a move's lane index (:func:`move`); a configuration has at most max_threads lanes in
-#: progress plus those its boundary nodes start, far fewer
-LANE_BITS = 24
-
-
-def move(lane: int, state: int, accepts: bool, goes_on: bool) -> int:
-    """One live lane's move as one int: ``state << (LANE_BITS + 2) | lane << 2 | accepts << 1 |
-    goes_on``. A column is then a tuple of ints, which the cyclic collector stops tracking on
-    its first pass (a tuple of 4-tuples took two, so a SQL replay's ~190k moves were still
-    tracked when the next young generation's pass came).
-
-    >>> unmove(move(5, 1234, True, False))
-    (5, 1234, True, False)
-    """
-    return state << (LANE_BITS + 2) | lane << 2 | accepts << 1 | goes_on
-
-
-def unmove(m: int) -> tuple:
-    """``(lane, next state, accepts, goes on)`` of a :func:`move`."""
-    return (m >> 2) & ((1 << LANE_BITS) - 1), m >> (LANE_BITS + 2), bool(m & 2), bool(m & 1)
-
-
 def lexer_step(lexer: LazyDFA, goes_on, states: tuple) -> tuple:
     """:meth:`~.filling.CellFilling._lexer_moves` for one tuple of lexer states (``goes_on``: whether
     a state reads on)."""
-    if len(states) >= 1 << LANE_BITS:
-        raise GrammarLimitError(f"a configuration has {len(states)} lanes, more than the lexer's "
-                                f"{1 << LANE_BITS}; make the lexing less ambiguous")
     st = np.array(states, dtype=np.int64)
     lexer.expand_many(st)
     moves = lexer.table[st]                            # lanes x classes
@@ -82,16 +56,28 @@ def lexer_step(lexer: LazyDFA, goes_on, states: tuple) -> tuple:
     uv, uinv = np.unique(vals, return_inverse=True)
     goes = np.array([goes_on(v) for v in uv.tolist()], dtype=bool)[uinv.reshape(-1)]
     acc = lexer.accepting[vals]
-    # move() of each live (column, lane), vectorised; np.nonzero lists them column by column
-    packed = (vals.astype(np.int64) << (LANE_BITS + 2)) | (li.astype(np.int64) << 2) | (acc.astype(np.int64) << 1) \
-        | goes.astype(np.int64)
-    ends = np.cumsum(np.bincount(ci, minlength=len(cols))).tolist()
-    flat = packed.tolist()
+    # (lane, next state, accepts, goes on) of each live (column, lane), flat: np.nonzero lists
+    # them column by column
+    flat = np.stack([li, vals, acc, goes], axis=1).astype(np.int64).ravel().tolist()
+    ends = (np.cumsum(np.bincount(ci, minlength=len(cols))) * 4).tolist()
     columns, a = [], 0
     for b in ends:
         columns.append(tuple(flat[a:b]))
         a = b
     return np.asarray(inv).reshape(-1), tuple(columns)
+
+
+def moves(column: tuple):
+    """``(lane, next state, accepts, goes on)`` of each live lane of a column of
+    :func:`lexer_step`. A column is a flat tuple of ints, which the cyclic collector stops
+    tracking on its first pass (a tuple of 4-tuples took two, so a SQL replay's ~190k moves
+    were still tracked when the next young generation's pass came).
+
+    >>> list(moves((0, 7, 1, 0, 2, 9, 0, 1)))
+    [(0, 7, 1, 0), (2, 9, 0, 1)]
+    """
+    it = iter(column)
+    return zip(it, it, it, it)
 
 
 def terminal_dfa(patterns, names) -> LazyDFA:
