@@ -44,12 +44,23 @@ def distinct_columns(moves: np.ndarray):
     return cols, np.asarray(inv).reshape(-1)
 
 
+#: a lanes x classes table of at most this many cells is stepped on Python ints
+#: (:func:`_small_step`): there the numpy path's dozen calls cost more than its work (~30 µs a step;
+#: the Python step costs ~10 µs at 64 cells, ~25 at 512, ~55 at 1024-2048 where numpy reads ~40)
+SMALL_STEP = 1024
+
+
 def lexer_step(lexer: LazyDFA, goes_on, states: tuple) -> tuple:
     """:meth:`~.filling.CellFilling._lexer_moves` for one tuple of lexer states (``goes_on``: whether
     a state reads on)."""
     st = np.array(states, dtype=np.int64)
     lexer.expand_many(st)
     moves = lexer.table[st]                            # lanes x classes
+    return (_small_step if moves.size <= SMALL_STEP else _numpy_step)(lexer, goes_on, moves)
+
+
+def _numpy_step(lexer: LazyDFA, goes_on, moves: np.ndarray) -> tuple:
+    """:func:`lexer_step` of a lanes x classes table ``moves``, vectorised."""
     cols, inv = distinct_columns(moves)
     ci, li = np.nonzero(cols)                          # the live (column, lane) pairs
     vals = cols[ci, li]
@@ -65,6 +76,39 @@ def lexer_step(lexer: LazyDFA, goes_on, states: tuple) -> tuple:
         columns.append(tuple(flat[a:b]))
         a = b
     return np.asarray(inv).reshape(-1), tuple(columns)
+
+
+def _small_step(lexer: LazyDFA, goes_on, moves: np.ndarray) -> tuple:
+    """:func:`lexer_step` of a small lanes x classes table on Python ints: the same column of
+    every byte class (columns numbered in order of first use, not by hash: a column's
+    number only links the classes that share it).
+
+    >>> dfa = terminal_dfa(["ab", "a+"], ["AB", "AS"])
+    >>> st = np.array(dfa.starts)
+    >>> dfa.expand_many(st)
+    >>> goes_on = lambda s: bool(dfa.table[s].any())
+    >>> small, full = _small_step(dfa, goes_on, dfa.table[st]), _numpy_step(dfa, goes_on, dfa.table[st])
+    >>> all(small[1][small[0][k]] == full[1][full[0][k]] for k in range(dfa.n_classes))
+    True
+    """
+    index: dict = {}
+    inv = []
+    for col in zip(*moves.tolist()):                   # the next state of every lane, per class
+        j = index.get(col)
+        if j is None:
+            j = index[col] = len(index)
+        inv.append(j)
+    acc, flags, columns = lexer.accepting, {}, []
+    for col in index:
+        flat = []
+        for i, s2 in enumerate(col):
+            if s2:
+                f = flags.get(s2)
+                if f is None:
+                    f = flags[s2] = (int(acc[s2]), int(goes_on(s2)))
+                flat += (i, s2, *f)
+        columns.append(tuple(flat))
+    return np.array(inv, dtype=np.intp), tuple(columns)
 
 
 def moves(column: tuple):
