@@ -182,7 +182,7 @@ def test_pending_configurations_match_their_closed_content(text, alphabet):
 @pytest.mark.parametrize("text,alphabet", SHORTCUT_GRAMMARS)
 def test_per_configuration_objects_leave_the_cyclic_collector(text, alphabet):
     """What the automaton keeps per configuration and per parser node (keys, closed keys,
-    merges, lanes, plans, waiting lists, node keys, accept symbols) is made of ints and tuples only, so Python's cyclic
+    merges, lanes, plans, waiting lists, node keys) is made of ints and tuples only, so Python's cyclic
     collector stops tracking it (a frozenset or list stays tracked for life and makes every
     later full pass over the process longer), and keys are canonical (sorted, no repeats), so
     equal content still gets one id. A tuple leaves the collector on a pass that finds its
@@ -198,10 +198,10 @@ def test_per_configuration_objects_leave_the_cyclic_collector(text, alphabet):
         gc.collect()
     kept = {"keys": auto._keys, "closed": [c for c in auto._closed if c is not None],
             "merge keys": list(auto._merge), "lanes": list(auto._lanes.values()),
-            "kernels": list(p._closure), "node keys": list(p._ids), "accept symbols": list(p._acc_syms.values()),
+            "kernels": list(p._closure), "node keys": list(p._ids),
             "plans": [pl[0] for pl in auto._plans.values()],
             "waiting": [d for w in p._waiting if w is not None for d in w]}
-    assert kept["keys"] and kept["closed"] and kept["waiting"] and kept["node keys"] and kept["accept symbols"]
+    assert kept["keys"] and kept["closed"] and kept["waiting"] and kept["node keys"]
     for what, objs in kept.items():
         tracked = [o for o in objs if gc.is_tracked(o)]
         assert not tracked, (what, tracked[:2])
