@@ -6,9 +6,9 @@ A *configuration* is what a row has read so far, summarised exactly:
   lexeme ends exactly here (a new lexeme may start);
 * ``threads``: the lexemes in progress, each a *slot* (the node it started at,
   its terminal, scan or ``%ignore``) and the terminal's DFA state after the
-  bytes read since that node, packed into one int (:func:`.filling.pack`). All terminals are compiled into one
-  :class:`~hf_constrained.automaton.LazyDFA` (one start state each) with the
-  project's regex machinery.
+  bytes read since that node, packed into one int (:func:`.filling.pack`). All
+  terminals are compiled into one :class:`~hf_constrained.automaton.LazyDFA`
+  (one start state each) with the project's regex machinery.
 
 Reading a byte steps every thread and starts the terminals the boundary nodes
 expect (plus ``%ignore``); a thread whose DFA accepts ends its lexeme: the
@@ -50,7 +50,6 @@ from .filling import PAIR_LOW, PAIR_SHIFT, CellFilling, _canon, pack, unpack
 from .lexer import terminal_dfa
 
 DEFAULT_MAX_CONFIGS = 200_000
-
 #: lexemes in progress one configuration may hold (ambiguous lexing multiplies them)
 DEFAULT_MAX_THREADS = 10_000
 
@@ -124,8 +123,8 @@ class ConfigAutomaton(CellFilling):
         where a token ends, and are never expanded).
 
         ``boundary``, ``threads`` and ``pending`` are sorted tuples of ints without repeats
-        (the pairs of the last two packed, :func:`.filling.pack`), never frozensets: the cyclic garbage
-        collector stops tracking a tuple of ints after its first pass over it, while a
+        (the pairs of the last two packed, :func:`.filling.pack`), never frozensets: the
+        cyclic garbage collector stops tracking a tuple of ints after its first pass over it, while a
         frozenset stays tracked for life, so each of the tens of thousands of configurations a
         grammar creates would make every later full pass over the process longer
         (:func:`_canon`). A tuple leaves the collector on a pass that finds its items

@@ -256,7 +256,7 @@ class Parser(NodeCache):
         """The id of the node ``(open items, accept)``, interned on first sight. Keyed by
         the items as a sorted tuple, not a frozenset: a frozenset stays tracked by the cyclic
         collector for life (one per node, each reaching its oldest generation), a tuple of
-        int tuples leaves it within the young generations' passes."""
+        int tuples is untracked by its first passes."""
         items = tuple(sorted(key[0]))
         key = (items, key[1])
         nid = self._ids.get(key)
