@@ -282,7 +282,8 @@ def readings(res, tok):
             c.allowed_ids(c.state_of_text(first))
             n0 = a.num_states
             c.allowed_ids(c.state_of_text(first + " x > 1 AND"))
-            hist = Counter(len({a._slots[sl][0] for sl, _ in a._keys[cid][1]}) for cid in range(n0, a.num_states))
+            hist = Counter(len({a._slots[sl][0] for sl, _ in a.thread_pairs(a._keys[cid][1])})
+                           for cid in range(n0, a.num_states))
             key = f"{name}_readings_after_{first.split()[-1].lower()}"
             res[key + "_configs"] = a.num_states - n0
             res[key + "_by_start_nodes"] = dict(sorted(hist.items()))

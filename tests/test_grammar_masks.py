@@ -287,3 +287,33 @@ def test_small_frontiers_filling_new_cells():
     assert len(seen) == 60 and sum(filled) > 50
     for q in sorted(seen)[::6]:
         assert fast.allowed_ids(q).tolist() == brute_force_allowed(fast, q)
+
+
+@pytest.mark.parametrize("name", ["arith", "json", "sql"])
+def test_small_lexer_steps_on_python_ints(name, deepseek, monkeypatch):
+    """The lexer steps a lanes x classes table of at most SMALL_STEP cells on Python ints
+    (lexer._small_step): every lexer step a walk along the sentences asked for gives each byte
+    class the same column (lanes, next states, accepts, goes on) as the numpy step, and with
+    the numpy step alone (SMALL_STEP = 0) the same states, masks and configurations."""
+    from hf_constrained.grammar import lexer
+    fast = GrammarConstraint(GRAMMARS[name], deepseek)
+    along = [_states_along(fast, deepseek, text)[1] for text in SENTENCES[name]]
+    masks = [[fast.index.bits(q) for q in states] for states in along]
+    a = fast.automaton
+    sizes = []
+    for states in a._moves:
+        st = np.array(states, dtype=np.int64)
+        moves = a.lexer.table[st]
+        sizes.append(moves.size)
+        small, full = lexer._small_step(a.lexer, a._goes_on, moves), lexer._numpy_step(a.lexer, a._goes_on, moves)
+        assert len(small[0]) == len(full[0]) == a.lexer.n_classes
+        for k in range(a.lexer.n_classes):
+            assert small[1][small[0][k]] == full[1][full[0][k]], (states, k)
+    assert sum(s <= lexer.SMALL_STEP for s in sizes) > 10
+    monkeypatch.setattr(lexer, "SMALL_STEP", 0)
+    slow = GrammarConstraint(GRAMMARS[name], deepseek)
+    assert [_states_along(slow, deepseek, text)[1] for text in SENTENCES[name]] == along
+    for text, states, ms in zip(SENTENCES[name], along, masks):
+        for q, m in zip(states, ms):
+            assert np.array_equal(slow.index.bits(q), m), (text, q)
+    assert slow.automaton.num_states == a.num_states

@@ -182,7 +182,7 @@ def test_pending_configurations_match_their_closed_content(text, alphabet):
 @pytest.mark.parametrize("text,alphabet", SHORTCUT_GRAMMARS)
 def test_per_configuration_objects_leave_the_cyclic_collector(text, alphabet):
     """What the automaton keeps per configuration and per parser node (keys, closed keys,
-    merges, lanes, plans, waiting lists) is made of ints and tuples only, so Python's cyclic
+    merges, lanes, plans, waiting lists, node keys) is made of ints and tuples only, so Python's cyclic
     collector stops tracking it (a frozenset or list stays tracked for life and makes every
     later full pass over the process longer), and keys are canonical (sorted, no repeats), so
     equal content still gets one id. A tuple leaves the collector on a pass that finds its
@@ -198,10 +198,10 @@ def test_per_configuration_objects_leave_the_cyclic_collector(text, alphabet):
         gc.collect()
     kept = {"keys": auto._keys, "closed": [c for c in auto._closed if c is not None],
             "merge keys": list(auto._merge), "lanes": list(auto._lanes.values()),
-            "kernels": list(p._closure),
+            "kernels": list(p._closure), "node keys": list(p._ids),
             "plans": [pl[0] for pl in auto._plans.values()],
             "waiting": [d for w in p._waiting if w is not None for d in w]}
-    assert kept["keys"] and kept["closed"] and kept["waiting"]
+    assert kept["keys"] and kept["closed"] and kept["waiting"] and kept["node keys"]
     for what, objs in kept.items():
         tracked = [o for o in objs if gc.is_tracked(o)]
         assert not tracked, (what, tracked[:2])
@@ -209,3 +209,36 @@ def test_per_configuration_objects_leave_the_cyclic_collector(text, alphabet):
         for part in (boundary, threads, pending):
             assert list(part) == sorted(set(part)), part
     assert len(set(auto._keys)) == len(auto._keys)
+
+
+@pytest.mark.parametrize("text,alphabet", SHORTCUT_GRAMMARS)
+def test_new_configurations_leave_the_collector_in_its_young_generations(text, alphabet):
+    """What a walk creates per configuration (keys, closed keys) and per lexer step (its
+    columns) is untracked by the passes of the collector's two young generations, so it never
+    reaches the oldest one, whose growth starts a full pass over every object of the process
+    (~150 ms with torch loaded). A tuple leaves on a pass that finds its items untracked, one
+    nesting level per pass: keys are tuples of int tuples (pairs packed in one int,
+    ``filling.pack``) and columns tuples of flat int tuples (``lexer.moves``), two levels, where tuples
+    of pairs and of 4-tuples made three."""
+    import gc
+    auto = ConfigAutomaton([from_lark(text, regular=False)])
+    was = gc.isenabled()
+    gc.collect()                    # the automaton's tables are in the oldest generation now
+    n0, moves0 = auto.num_states, set(auto._moves)
+    gc.disable()                    # what the walk creates waits in the youngest generation
+    try:
+        viable = _viable_strings(auto, auto.starts[0], alphabet, 5)
+        for q in list(viable.values())[::2]:
+            auto.mask_representative(q, 8)
+            auto.expand(q)
+        gc.collect(0)               # a pass of the youngest generation, then of the middle one:
+        gc.collect(1)               # what is still tracked moves on to the oldest
+    finally:
+        if was:
+            gc.enable()
+    new = {"keys": auto._keys[n0:], "closed keys": [c for c in auto._closed[n0:] if c is not None],
+           "lexer columns": [cols for k, (_, cols) in auto._moves.items() if k not in moves0]}
+    assert all(new.values()), {k: len(v) for k, v in new.items()}
+    for what, objs in new.items():
+        tracked = [o for o in objs if gc.is_tracked(o)]
+        assert not tracked, (what, len(tracked), len(objs), tracked[:2])

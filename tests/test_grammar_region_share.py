@@ -80,12 +80,12 @@ def test_a_configuration_of_another_shape_is_not_shared(deepseek):
     a = c.automaton
     for text in ('{"a": ', '[1, ', '{"a": 12'):
         q = c.state_of_text(text)
-        assert c.index._pure_shape(q) is None or len({sl for sl, _ in a._closed_key(q)[1]}) == 1
+        assert c.index._pure_shape(q) is None or len({sl for sl, _ in a.thread_pairs(a._closed_key(q)[1])}) == 1
         c.allowed_ids(q)
     assert c.index.shared_regions == 0
     q = c.state_of_text('["ab')
     slot, key = c.index._pure_shape(q)
-    assert key[2] == tuple(st for _, st in a._closed_key(q)[1])
+    assert key[2] == tuple(st for _, st in a.thread_pairs(a._closed_key(q)[1]))
 
 
 def test_pure_region_search_finds_the_plain_search_region(deepseek):

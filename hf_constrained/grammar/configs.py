@@ -6,9 +6,9 @@ A *configuration* is what a row has read so far, summarised exactly:
   lexeme ends exactly here (a new lexeme may start);
 * ``threads``: the lexemes in progress, each a *slot* (the node it started at,
   its terminal, scan or ``%ignore``) and the terminal's DFA state after the
-  bytes read since that node. All terminals are compiled into one
-  :class:`~hf_constrained.automaton.LazyDFA` (one start state each) with the
-  project's regex machinery.
+  bytes read since that node, packed into one int (:func:`.filling.pack`). All
+  terminals are compiled into one :class:`~hf_constrained.automaton.LazyDFA`
+  (one start state each) with the project's regex machinery.
 
 Reading a byte steps every thread and starts the terminals the boundary nodes
 expect (plus ``%ignore``); a thread whose DFA accepts ends its lexeme: the
@@ -46,7 +46,7 @@ import numpy as np
 from ..constraint import DEAD
 from .cfg import GrammarError
 from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError, Parser
-from .filling import CellFilling, _canon
+from .filling import PAIR_LOW, PAIR_SHIFT, CellFilling, _canon, pack, unpack
 from .lexer import terminal_dfa
 
 DEFAULT_MAX_CONFIGS = 200_000
@@ -122,11 +122,16 @@ class ConfigAutomaton(CellFilling):
         configuration is expanded or exported: most configurations a mask walk creates are
         where a token ends, and are never expanded).
 
-        ``boundary``, ``threads`` and ``pending`` are sorted tuples without repeats (of ints
-        and of int pairs), never frozensets: the cyclic garbage collector stops tracking a
-        tuple of ints after its first pass over it, while a frozenset stays tracked for
-        life, so each of the tens of thousands of configurations a grammar creates would
-        make every later full pass over the process longer (:func:`_canon`)."""
+        ``boundary``, ``threads`` and ``pending`` are sorted tuples of ints without repeats
+        (the pairs of the last two packed, :func:`.filling.pack`), never frozensets: the
+        cyclic garbage collector stops tracking a tuple of ints after its first pass over it, while a
+        frozenset stays tracked for life, so each of the tens of thousands of configurations a
+        grammar creates would make every later full pass over the process longer
+        (:func:`_canon`). A tuple leaves the collector on a pass that finds its items
+        untracked, one nesting level per pass: with pairs as tuples (three levels) every key
+        still tracked after the two young generations' passes reached the oldest generation,
+        81k objects per SQL replay of ``grammar_bench.py``, enough to start a full pass
+        over the whole process (~150 ms) about once per replay."""
         key = (boundary, threads, strip, pending)
         cid = self._ids.get(key)
         if cid is not None:
@@ -157,7 +162,7 @@ class ConfigAutomaton(CellFilling):
             self._by_closed[key[:3]] = cid
         acc, p = self.parser._accept, self.parser
         self.accepting[cid] = any([acc[n] for n in boundary]) or any(
-            [p.scan_accepts(n, t) for n, t in pending])
+            [p.scan_accepts(x >> PAIR_SHIFT, x & PAIR_LOW) for x in pending])
         return cid
 
     def _closed_key(self, cid: int) -> tuple:
@@ -180,9 +185,13 @@ class ConfigAutomaton(CellFilling):
     def _merged(self, scans: tuple) -> int:
         got = self._merge.get(scans)
         if got is None:
-            got = self._merge[scans] = (self.parser.scan(*scans[0]) if len(scans) == 1
-                                        else self.parser.merge(scans))
+            got = self._merge[scans] = (self.parser.scan(*unpack(scans[0])) if len(scans) == 1
+                                        else self.parser.merge([unpack(x) for x in scans]))
         return got
+
+    def thread_pairs(self, threads: tuple) -> tuple:
+        """``(slot, lexer state)`` of each lexeme in progress of a key's ``threads``."""
+        return tuple([unpack(x) for x in threads])
 
     # ---------------------------------------------------------------- queries
     @property
@@ -211,11 +220,12 @@ class ConfigAutomaton(CellFilling):
         with self._lock:
             cids = [int(c) for c in cids]
             keys = [self._closed_key(c) for c in cids]
-            nodes = {n for k in keys for n in k[0]} | {self._slots[sl][0] for k in keys for sl, _ in k[1]}
+            nodes = {n for k in keys for n in k[0]} | {self._slots[x >> PAIR_SHIFT][0] for k in keys for x in k[1]}
             out, pos = self.parser.export_nodes(nodes)
             out.update({"lex_" + k: v for k, v in self.lexer.export_states().items()})
             bounds = [sorted(pos[n] for n in k[0]) for k in keys]
-            threads = [sorted((pos[self._slots[sl][0]], *self._slots[sl][1:], s) for sl, s in k[1]) for k in keys]
+            threads = [sorted((pos[self._slots[sl][0]], *self._slots[sl][1:], s) for sl, s in self.thread_pairs(k[1]))
+                       for k in keys]
             out["gc_ids"] = np.array(cids, dtype=np.int64)
             out["gc_boundary"] = np.array([x for b in bounds for x in b], dtype=np.int64)
             out["gc_boundary_offsets"] = _offsets(bounds)
@@ -251,7 +261,7 @@ class ConfigAutomaton(CellFilling):
             mapping = np.full(max(ids, default=-1) + 1, -1, dtype=np.int64)
             for i in range(n):
                 b = _canon(nodes[bound[b_off[i]:b_off[i + 1]]].tolist())
-                ts = _canon([(self._slot(int(nodes[nd]), t, bool(ig)), int(lexmap[s]))
+                ts = _canon([pack(self._slot(int(nodes[nd]), t, bool(ig)), int(lexmap[s]))
                              for nd, t, ig, s in thr[t_off[i]:t_off[i + 1]]])
                 mapping[ids[i]] = self._intern(b, ts, bool(strip[i]))
             return mapping
@@ -260,7 +270,7 @@ class ConfigAutomaton(CellFilling):
         """The content of a configuration (for tests and debugging)."""
         with self._lock:
             boundary, threads, strip = self._closed_key(cid)
-        return {"boundary": sorted(boundary), "threads": sorted(threads), "strip": strip}
+        return {"boundary": sorted(boundary), "threads": sorted(self.thread_pairs(threads)), "strip": strip}
 
 
 def _offsets(groups) -> np.ndarray:

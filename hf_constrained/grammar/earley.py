@@ -253,7 +253,12 @@ class Parser(NodeCache):
         return nid
 
     def _node(self, key: tuple, grammar: int, expect, parts=None) -> int:
-        """The id of the node ``(open items, accept)``, interned on first sight."""
+        """The id of the node ``(open items, accept)``, interned on first sight. Keyed by
+        the items as a sorted tuple, not a frozenset: a frozenset stays tracked by the cyclic
+        collector for life (one per node, each reaching its oldest generation), a tuple of
+        int tuples is untracked by its first passes."""
+        items = tuple(sorted(key[0]))
+        key = (items, key[1])
         nid = self._ids.get(key)
         if nid is None:
             nid = len(self.items)
@@ -268,7 +273,7 @@ class Parser(NodeCache):
                     f"max_items={self.max_items} Earley items in total (a highly ambiguous grammar); "
                     "make the grammar less ambiguous or raise max_items")
             self._ids[key] = nid
-            self.items.append(tuple(sorted(key[0])))
+            self.items.append(items)
             self.grammar.append(grammar)
             self._expect.append(tuple(sorted(expect)))
             self._accept.append(key[1])
@@ -303,7 +308,9 @@ class Parser(NodeCache):
         return (-1 - terminal) in self._accept_symbols(node)
 
     def _accept_symbols(self, node: int) -> frozenset:
-        """The symbols whose reading at ``node`` completes the start rule (kept per node).
+        """The symbols whose reading at ``node`` completes the start rule (kept per node; a
+        frozenset, though the collector tracks it for life: as a tuple, membership made the
+        SQL GBNF and JSON replays 3-4% slower).
 
         ``X`` is one iff an item of ``node`` waits on ``X`` with a nullable rest and is the
         start rule, or its rule's left-hand side is an accept symbol of the item's origin

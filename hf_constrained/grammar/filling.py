@@ -30,6 +30,27 @@ import numpy as np
 from ..constraint import DEAD
 from . import lexer
 
+#: a configuration key's pairs ((slot, lexer state) of a lexeme in progress, (node, terminal)
+#: of a pending scan) are packed into one int, ``first << PAIR_SHIFT | second``: sorting the
+#: ints sorts the pairs, and a key is then a tuple of tuples of ints, two levels, that the
+#: cyclic collector stops tracking within its two young generations (see :meth:`.configs.ConfigAutomaton._intern`)
+PAIR_SHIFT = 32
+PAIR_LOW = (1 << PAIR_SHIFT) - 1
+
+
+def pack(first: int, second: int) -> int:
+    """One int for the pair ``(first, second)`` of a configuration key (``second`` < 2**32).
+
+    >>> pack(3, 7) == 3 << 32 | 7, unpack(pack(3, 7)), sorted([pack(2, 9), pack(1, 10)]) == [pack(1, 10), pack(2, 9)]
+    (True, (3, 7), True)
+    """
+    return first << PAIR_SHIFT | second
+
+
+def unpack(x: int) -> tuple:
+    """The pair packed by :func:`pack`."""
+    return x >> PAIR_SHIFT, x & PAIR_LOW
+
 
 class CellFilling:
     """Plans and cells of :class:`~.configs.ConfigAutomaton` (a mixin: it reads the
@@ -72,9 +93,9 @@ class CellFilling:
             else:
                 boundary, threads, strip = closed
                 slots, states = [], []
-                for sl, st in threads:
-                    slots.append(sl)
-                    states.append(st)
+                for x in threads:                   # packed (slot, lexer state)
+                    slots.append(x >> PAIR_SHIFT)
+                    states.append(x & PAIR_LOW)
                 for n in boundary:
                     ns, nst = self._node_lanes(n)
                     slots.extend(ns)
@@ -95,16 +116,18 @@ class CellFilling:
         if columns[col]:
             slot_of = self._slots
             keep, scans, back = [], [], []
-            for i, s2, a, g in columns[col]:
+            shift = PAIR_SHIFT
+            it = iter(columns[col])                 # flat (lane, next state, accepts, goes on): lexer.moves
+            for i, s2, a, g in zip(it, it, it, it):
                 sl = slots[i]
                 if a:
                     node, term, ign = slot_of[sl]
                     if ign:
                         back.append(node)
                     else:
-                        scans.append((node, term))
+                        scans.append(node << shift | term)   # pack(node, term), inlined
                 if g:
-                    keep.append((sl, s2))
+                    keep.append(sl << shift | s2)
             nxt = self._intern(_canon(back), _canon(keep), False, _canon(scans))
         row = self.table[cid]               # after _intern, which may grow the table
         row[inv == col] = nxt
@@ -157,7 +180,7 @@ class CellFilling:
     def _lexer_moves(self, states: tuple) -> tuple:
         """One byte of the lexer for lanes in DFA ``states``: ``(column of each byte class,
         columns)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
-        lanes. It depends on the lanes' states alone, and configurations whose nodes expect
+        lanes (flat: :func:`.lexer.moves`). It depends on the lanes' states alone, and configurations whose nodes expect
         the same terminals share them, so it is kept per tuple (the numpy work of a row)."""
         got = self._moves.get(states)
         if got is None:

@@ -6,13 +6,14 @@ per terminal (:func:`terminal_dfa`). Reading a byte moves every lane at once:
 :func:`lexer_step` computes, for a tuple of lane states, which byte classes
 act alike on all of them (the distinct columns of the lanes x classes table)
 and, per such column, each live lane's next state, whether it accepts (its
-lexeme may end) and whether it goes on (may read more).
+lexeme may end) and whether it goes on (may read more), as one flat tuple of ints (four per live
+lane: read it with :func:`moves`).
 
 >>> dfa = terminal_dfa(["ab", "a+"], ["AB", "AS"])
 >>> a, b = int(dfa.byte_class[ord("a")]), int(dfa.byte_class[ord("b")])
 >>> inv, columns = lexer_step(dfa, lambda s: bool(dfa.table[s].any()), tuple(dfa.starts))
->>> [(lane, accepts, goes_on) for lane, _, accepts, goes_on in columns[inv[a]]]
-[(0, False, True), (1, True, True)]
+>>> [(lane, accepts, goes_on) for lane, _, accepts, goes_on in moves(columns[inv[a]])]   # flags 0/1
+[(0, 0, 1), (1, 1, 1)]
 >>> columns[inv[b]]
 ()
 """
@@ -43,22 +44,84 @@ def distinct_columns(moves: np.ndarray):
     return cols, np.asarray(inv).reshape(-1)
 
 
+#: a lanes x classes table of at most this many cells is stepped on Python ints
+#: (:func:`_small_step`): there the numpy path's dozen calls cost more than its work (~30 µs a step;
+#: the Python step costs ~10 µs at 64 cells, ~25 at 512, ~55 at 1024-2048 where numpy reads ~40)
+SMALL_STEP = 1024
+
+
 def lexer_step(lexer: LazyDFA, goes_on, states: tuple) -> tuple:
     """:meth:`~.filling.CellFilling._lexer_moves` for one tuple of lexer states (``goes_on``: whether
     a state reads on)."""
     st = np.array(states, dtype=np.int64)
     lexer.expand_many(st)
     moves = lexer.table[st]                            # lanes x classes
+    return (_small_step if moves.size <= SMALL_STEP else _numpy_step)(lexer, goes_on, moves)
+
+
+def _numpy_step(lexer: LazyDFA, goes_on, moves: np.ndarray) -> tuple:
+    """:func:`lexer_step` of a lanes x classes table ``moves``, vectorised."""
     cols, inv = distinct_columns(moves)
     ci, li = np.nonzero(cols)                          # the live (column, lane) pairs
     vals = cols[ci, li]
     uv, uinv = np.unique(vals, return_inverse=True)
     goes = np.array([goes_on(v) for v in uv.tolist()], dtype=bool)[uinv.reshape(-1)]
     acc = lexer.accepting[vals]
-    columns = [[] for _ in range(len(cols))]
-    for c, i, s2, a, g in zip(ci.tolist(), li.tolist(), vals.tolist(), acc.tolist(), goes.tolist()):
-        columns[c].append((i, s2, a, g))
-    return np.asarray(inv).reshape(-1), tuple([tuple(c) for c in columns])
+    # (lane, next state, accepts, goes on) of each live (column, lane), flat: np.nonzero lists
+    # them column by column
+    flat = np.stack([li, vals, acc, goes], axis=1).astype(np.int64).ravel().tolist()
+    ends = (np.cumsum(np.bincount(ci, minlength=len(cols))) * 4).tolist()
+    columns, a = [], 0
+    for b in ends:
+        columns.append(tuple(flat[a:b]))
+        a = b
+    return np.asarray(inv).reshape(-1), tuple(columns)
+
+
+def _small_step(lexer: LazyDFA, goes_on, moves: np.ndarray) -> tuple:
+    """:func:`lexer_step` of a small lanes x classes table on Python ints: the same column of
+    every byte class (columns numbered in order of first use, not by hash: a column's
+    number only links the classes that share it).
+
+    >>> dfa = terminal_dfa(["ab", "a+"], ["AB", "AS"])
+    >>> st = np.array(dfa.starts)
+    >>> dfa.expand_many(st)
+    >>> goes_on = lambda s: bool(dfa.table[s].any())
+    >>> small, full = _small_step(dfa, goes_on, dfa.table[st]), _numpy_step(dfa, goes_on, dfa.table[st])
+    >>> all(small[1][small[0][k]] == full[1][full[0][k]] for k in range(dfa.n_classes))
+    True
+    """
+    index: dict = {}
+    inv = []
+    for col in zip(*moves.tolist()):                   # the next state of every lane, per class
+        j = index.get(col)
+        if j is None:
+            j = index[col] = len(index)
+        inv.append(j)
+    acc, flags, columns = lexer.accepting, {}, []
+    for col in index:
+        flat = []
+        for i, s2 in enumerate(col):
+            if s2:
+                f = flags.get(s2)
+                if f is None:
+                    f = flags[s2] = (int(acc[s2]), int(goes_on(s2)))
+                flat += (i, s2, *f)
+        columns.append(tuple(flat))
+    return np.array(inv, dtype=np.intp), tuple(columns)
+
+
+def moves(column: tuple):
+    """``(lane, next state, accepts, goes on)`` of each live lane of a column of
+    :func:`lexer_step`. A column is a flat tuple of ints, which the cyclic collector stops
+    tracking on its first pass (a tuple of 4-tuples took two, so a SQL replay's ~190k moves
+    were still tracked when the next young generation's pass came).
+
+    >>> list(moves((0, 7, 1, 0, 2, 9, 0, 1)))
+    [(0, 7, 1, 0), (2, 9, 0, 1)]
+    """
+    it = iter(column)
+    return zip(it, it, it, it)
 
 
 def terminal_dfa(patterns, names) -> LazyDFA:

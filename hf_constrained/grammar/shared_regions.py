@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..region import find_region
+from .filling import PAIR_LOW, PAIR_SHIFT, pack
 
 
 class SharedRegions:
@@ -58,7 +59,7 @@ class SharedRegions:
             if got is not None:
                 lanes, table = got
                 slot = shape[0]
-                states = np.array([a._intern((), tuple([(slot, st) for st in ls]), False) for ls in lanes],
+                states = np.array([a._intern((), tuple([pack(slot, st) for st in ls]), False) for ls in lanes],
                                   dtype=np.int64)
                 if int(states[0]) == q:
                     self.shared_regions += 1
@@ -83,7 +84,7 @@ class SharedRegions:
                 other = self._pure_shape(s)
                 if other is None or other[0] != shape[0]:
                     return got   # a region with other kinds of states: not shared
-                lanes.append(tuple([st for _, st in a._closed_key(s)[1]]))
+                lanes.append(tuple([x & PAIR_LOW for x in a._closed_key(s)[1]]))
             self._shared_regions[shape[1]] = (tuple(lanes), got[1])
         return got
 
@@ -91,7 +92,7 @@ class SharedRegions:
         """Whether ``cid`` holds only lexemes in progress from ``slot`` (read from its key:
         a configuration with pending scans is not, and is not closed for asking)."""
         boundary, threads, strip, pending = self.dfa._keys[cid]
-        return not (boundary or strip or pending or not threads) and all(sl == slot for sl, _ in threads)
+        return not (boundary or strip or pending or not threads) and all(x >> PAIR_SHIFT == slot for x in threads)
 
     def _pure_region(self, q: int, slot: int):
         """:func:`~hf_constrained.region.find_region` over the configurations with only
@@ -110,8 +111,8 @@ class SharedRegions:
         boundary, threads, strip = a._closed_key(q)
         if boundary or strip or not threads:
             return None
-        slot = threads[0][0]
-        if any(sl != slot for sl, _ in threads):
+        slot = threads[0] >> PAIR_SHIFT
+        if any(x >> PAIR_SHIFT != slot for x in threads):
             return None
         _, term, ign = a._slots[slot]
-        return slot, (term, ign, tuple([st for _, st in threads]))
+        return slot, (term, ign, tuple([x & PAIR_LOW for x in threads]))
