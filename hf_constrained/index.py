@@ -320,8 +320,8 @@ class TokenIndex:
         cs = v.child_start[nodes]
         counts = v.child_end[nodes] - cs
         child = _spans(cs, counts)
-        nxt = self._lookup(np.repeat(states, counts), self._classes(node_cls, child))
-        keep = np.flatnonzero(nxt)  # DEAD is 0
+        nxt = self._lookup(states.repeat(counts), self._classes(node_cls, child))
+        keep = nxt.nonzero()[0]  # DEAD is 0
         return child[keep], nxt[keep]
 
     @staticmethod
@@ -331,8 +331,9 @@ class TokenIndex:
         states = np.concatenate(states) if len(states) > 1 else states[0]
         ts = v.term_start[nodes]
         tcount = v.term_end[nodes] - ts
-        has = np.flatnonzero(tcount)
-        return v.term_ids[_spans(ts[has], tcount[has])], np.repeat(states[has], tcount[has])
+        has = tcount.nonzero()[0]
+        tcount = tcount[has]
+        return v.term_ids[_spans(ts[has], tcount)], states[has].repeat(tcount)
 
     # -- lexical regions ------------------------------------------------------
     #: a state with at least this many bytes looping back to itself (a string
