@@ -197,7 +197,13 @@ class TokenIndex:
     def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
         """Compute the missing cells ``table[states, classes]``: here their whole rows."""
         with self.lock:
-            self.dfa.expand_many(states)
+            if len(states) > 64:
+                self.dfa.expand_many(states)
+                return
+            dfa = self.dfa  # a few rows (a sparse level): ascending, as expand_many, without np.unique
+            for s in sorted(set(states.tolist())):
+                if not dfa.expanded[s]:
+                    dfa.expand(s)
 
     #: byte-trie nodes walked densely (by permissive states outside a lexical
     #: region, such as a string with a maxLength), in whole tries, before the class
@@ -253,6 +259,7 @@ class TokenIndex:
         """
         v, node_cls, parent_rel = self._walk_structure()
         ds = v.depth_start
+        dsl = ds.tolist()  # the level bounds as Python ints (several reads per level)
         n_depths = len(ds) - 1
         dead = DEAD
         out_ids, out_states = [], []
@@ -260,7 +267,7 @@ class TokenIndex:
 
         def harvest():
             if run:
-                a0 = int(ds[d0])
+                a0 = dsl[d0]
                 cur = np.concatenate(run) if len(run) > 1 else run[0]
                 t0, t1 = int(v.term_start[a0]), int(v.term_end[a0 + len(cur) - 1])
                 if t1 > t0:
@@ -277,10 +284,10 @@ class TokenIndex:
         seen_s: list = []
         dense = None  # state per node of the current depth when walking densely
         for d in range(1, n_depths):
-            a, b = int(ds[d]), int(ds[d + 1])
-            if dense is None and len(nodes) * 4 > int(ds[d]) - int(ds[d - 1]):
-                dense = np.zeros(int(ds[d]) - int(ds[d - 1]), dtype=states.dtype)
-                dense[nodes - ds[d - 1]] = states
+            a, b = dsl[d], dsl[d + 1]
+            if dense is None and len(nodes) * 4 > a - dsl[d - 1]:
+                dense = np.zeros(a - dsl[d - 1], dtype=states.dtype)
+                dense[nodes - dsl[d - 1]] = states
             if dense is not None:
                 if v is self.vocab:
                     self._dense_nodes += b - a
@@ -296,7 +303,7 @@ class TokenIndex:
                     break
                 if n_live * 8 < b - a:  # back to sparse
                     harvest()
-                    live = np.flatnonzero(cur)
+                    live = cur.nonzero()[0]
                     nodes, states, dense = live + a, cur[live], None
                 else:
                     dense = cur
@@ -527,8 +534,8 @@ class TokenIndex:
     def _compute_mask(self, q: int):
         """``(packed allowed bits, distinct successor states or None)`` of state ``q``."""
         width = self._bits_width()
-        hit = np.zeros(width, dtype=bool)
         if q == DEAD or q == FINISHED:
+            hit = np.zeros(width, dtype=bool)
             hit[self.eos_ids] = True
             if self.pad_token_id is not None and q == FINISHED:
                 hit[self.pad_token_id] = True
@@ -564,6 +571,7 @@ class TokenIndex:
                 ids, nxt = ids[keep], nxt[keep]
         seen = np.zeros(self.dfa.num_states, dtype=bool)
         seen[nxt] = True
+        hit = np.zeros(width, dtype=bool)
         hit[ids] = True
         if self.dfa.accepting[q]:
             hit[self.eos_ids] = True
