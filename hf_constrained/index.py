@@ -197,13 +197,17 @@ class TokenIndex:
     def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
         """Compute the missing cells ``table[states, classes]``: here their whole rows."""
         with self.lock:
-            if len(states) > 64:
+            if len(states) > self.FILL_ROWS:
                 self.dfa.expand_many(states)
                 return
             dfa = self.dfa  # a few rows (a sparse level): ascending, as expand_many, without np.unique
             for s in sorted(set(states.tolist())):
                 if not dfa.expanded[s]:
                     dfa.expand(s)
+
+    #: at most this many cells to fill are expanded on Python ints (``expand_many`` sorts
+    #: with ``np.unique``: a few µs per sparse level of a first visit)
+    FILL_ROWS = 64
 
     #: byte-trie nodes walked densely (by permissive states outside a lexical
     #: region, such as a string with a maxLength), in whole tries, before the class
