@@ -527,12 +527,16 @@ class TokenIndex:
         """(token ids, copies completed before leaving) of the tokens that leave a
         counted region and end in a live state: walked once, from the state after the
         repetition, which is the same for every counter value."""
-        dfa, nodes = self.dfa, walk.exit_nodes
+        dfa, nodes, forest = self.dfa, walk.exit_nodes, walk.forest
         with self.lock:
             dfa.expand(shape.after_state)
-        nxt = dfa.table[shape.after_state, self._classes(self._node_cls, nodes)].astype(np.int64)
-        live = nxt != DEAD
-        ids, _ = self._walk_from(self.vocab, self._node_cls, nodes[live], nxt[live])
+        if forest is not None:  # every exit on one byte continues in one state: merged per byte
+            roots = dfa.table[shape.after_state].take(dfa.byte_class.take(forest.keys))
+            ids, _ = forest.walk(self, roots)
+        else:
+            nxt = dfa.table[shape.after_state, self._classes(self._node_cls, nodes)].astype(np.int64)
+            live = nxt != DEAD
+            ids, _ = self._walk_from(self.vocab, self._node_cls, nodes[live], nxt[live])
         return ids, walk.tok_exit_n[ids].astype(np.int64)
 
     def _compute_mask(self, q: int):
