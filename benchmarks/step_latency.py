@@ -26,8 +26,9 @@ and start states), probe (the processor's ``probe``: its 128-state ``explore``,
 stopped or skipped once no state limit can be reached), vocabulary (the
 processor's per-process cached ``Vocabulary``), index (``TokenIndex``) and first mask
 (the start state's mask), and measured whole as ``JSONProcessor(...)`` + its first call.
-The engine's first visits over 1 ms are sorted by cause (DFA states created, dense
-trie walk, walk from a neighbour, lexical region, counted region) and the slowest are listed.
+The engine's first visits over 1 ms are sorted by cause (DFA states created, a shared walk's
+first use, dense trie walk, walk from a neighbour, lexical region, counted region) and the
+slowest are listed; ``--json-out`` also keeps each step's details and (schema, step).
 """
 
 from __future__ import annotations
