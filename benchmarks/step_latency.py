@@ -26,8 +26,9 @@ and start states), probe (the processor's ``probe``: its 128-state ``explore``,
 stopped or skipped once no state limit can be reached), vocabulary (the
 processor's per-process cached ``Vocabulary``), index (``TokenIndex``) and first mask
 (the start state's mask), and measured whole as ``JSONProcessor(...)`` + its first call.
-The engine's first visits over 1 ms are sorted by cause (DFA states created, dense
-trie walk, walk from a neighbour, lexical region, counted region) and the slowest are listed.
+The engine's first visits over 1 ms are sorted by cause (DFA states created, a shared walk's
+first use, dense trie walk, walk from a neighbour, lexical region, counted region) and the
+slowest are listed; ``--json-out`` also keeps each step's details and (schema, step).
 """
 
 from __future__ import annotations
@@ -279,7 +280,7 @@ def engine_walk(regex, ids, vocab, eos, tok=None):
     """Engine level: (phases of the first mask, first-pass masks, steady masks, commits,
     first-pass step details) in ns. Phases: parse, automaton, probe, vocabulary, index,
     first mask; details per step: (DFA states created, dense trie nodes walked, region,
-    walks from a neighbour)."""
+    walks from a neighbour, shared walks built)."""
     from hf_constrained.automaton import LazyDFA
     from hf_constrained.index import TokenIndex
     from hf_constrained.regex_constraint import _PROBE_STATES, probe
@@ -306,12 +307,13 @@ def engine_walk(regex, ids, vocab, eos, tok=None):
         q = np.array([dfa.starts[0]], dtype=np.int64)
         for t in ids + [eos]:
             n0, d0, w0 = dfa.num_states, index._dense_nodes, getattr(index, "near_walks", 0)
+            b0 = _shared_walks(vocab)
             t0 = time.perf_counter_ns()
             bits = index.bits(int(q[0]))
             pass_times.append(_ns(t0))
             if pass_times is first:
                 detail.append((dfa.num_states - n0, index._dense_nodes - d0, _region_kind(index, int(q[0])),
-                               getattr(index, "near_walks", 0) - w0))
+                               getattr(index, "near_walks", 0) - w0, _shared_walks(vocab) - b0))
             if not (bits[t >> 3] >> (t & 7)) & 1:
                 raise AssertionError(f"token {t} of a valid document masked")
             tok_ = np.array([t], dtype=np.int64)
@@ -321,6 +323,16 @@ def engine_walk(regex, ids, vocab, eos, tok=None):
         if q[0] != -1:
             raise AssertionError("valid document did not finish")
     return (*phases, first, steady, commit, detail)
+
+
+def _shared_walks(vocab):
+    """Shared walks (region and counted-region shapes) built so far for ``vocab`` in this
+    process (internal; 0 if the cache moves): a step that builds one is a shape's first use."""
+    try:
+        from hf_constrained import region
+        return getattr(region, "_WALKS_BUILT", {}).get(vocab, 0)
+    except ImportError:
+        return 0
 
 
 def _region_kind(index, q):
@@ -406,9 +418,10 @@ def slow_visits(first, detail, where, top=8):
     """Lines on the engine's slow first visits: why (DFA states created, dense walk,
     region) and the slowest few."""
     kinds = {}
-    for ns, (new, dense, region, near) in zip(first, detail):
+    for ns, (new, dense, region, near, built) in zip(first, detail):
         if ns >= 1e6:
-            k = ("creates > 100 DFA states" if new > 100 else "string body (lexical region)" if region == "region"
+            k = ("creates > 100 DFA states" if new > 100 else "a shared walk's first use" if built
+                 else "string body (lexical region)" if region == "region"
                  else "counted string (counted region)" if region == "counted"
                  else "dense trie walk, no region" if dense else "walk from a neighbour" if near
                  else "sparse walk")
@@ -419,7 +432,7 @@ def slow_visits(first, detail, where, top=8):
     out += ["", "| slowest first visits | step | mask | DFA states created | dense trie nodes | region |",
             "|---|---:|---:|---:|---:|---|"]
     for i in sorted(range(len(first)), key=lambda i: -first[i])[:top]:
-        new, dense, region, near = detail[i]
+        new, dense, region, near, built = detail[i]
         region = region or ("neighbour" if near else "")
         out.append(f"| {where[i][0]} | {where[i][1]} | {fmt(first[i])} | {new} | {dense} | {region} |")
     return out
@@ -561,7 +574,8 @@ def main():
         Path(args.json_out).write_text(json.dumps({"schemas": [d[0] for d in docs], "stats": stats,
                                                    "llguidance_rejects": ll_rejects,
                                                    "ns": {k: v for k, v in R.items() if k not in ("e_detail", "e_where")},
-                                                   "first_visit_detail": R["e_detail"], "apply_ns": apply}))
+                                                   "first_visit_detail": R["e_detail"],
+                                                   "first_visit_where": R["e_where"], "apply_ns": apply}))
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ import threading
 import numpy as np
 
 from .automaton import END
-from .region import shared_walk
+from .region import ExitForest, RegionWalk, shared_walk
 
 #: local table codes besides local state indices: dies, leaves the repetition, completes a copy
 DEAD_CODE, EXIT, DONE = -1, -2, -3
@@ -61,7 +61,8 @@ class CountedWalk:
     the body they need (completed copies, plus one when the token ends inside a
     character); ``exit_nodes``/``exit_n``: the trie nodes where a path leaves the
     repetition from the boundary (ascending) and the copies completed before;
-    ``tok_exit_n``: per token id, the copies completed before it leaves (-1: none).
+    ``tok_exit_n``: per token id, the copies completed before it leaves (-1: none);
+    ``forest``: the exits' subtries merged per byte read, for a wide body (else None).
 
     >>> from hf_constrained.automaton import LazyDFA
     >>> from hf_constrained.vocabulary import Vocabulary
@@ -128,6 +129,14 @@ class CountedWalk:
         self.exit_nodes = np.flatnonzero(first_gone)
         self.exit_n = count[self.exit_nodes]
         self._packed: dict = {}
+        # A wide body (a JSON string's characters) leaves on a few bytes (the closing quote),
+        # after which every exit on the same byte is in the same automaton state: the exits'
+        # subtries merged per byte (as a lexical region's, :class:`~hf_constrained.region.
+        # ExitForest`) are walked instead of each subtrie. A narrow body (``[a-z0-9]{1,20}``)
+        # leaves on most bytes and its exits hold much of the trie: merging costs more than it saves.
+        wide = len(self.ids_by_need) >= RegionWalk.MIN_SHARE * len(v.term_ids)
+        self.forest = ExitForest(v, self.exit_nodes, v.node_byte[self.exit_nodes].astype(np.int64)) \
+            if wide and len(self.exit_nodes) else None
         return self
 
     def packed_upto(self, width: int, most: int) -> np.ndarray:

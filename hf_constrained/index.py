@@ -197,7 +197,17 @@ class TokenIndex:
     def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
         """Compute the missing cells ``table[states, classes]``: here their whole rows."""
         with self.lock:
-            self.dfa.expand_many(states)
+            if len(states) > self.FILL_ROWS:
+                self.dfa.expand_many(states)
+                return
+            dfa = self.dfa  # a few rows (a sparse level): ascending, as expand_many, without np.unique
+            for s in sorted(set(states.tolist())):
+                if not dfa.expanded[s]:
+                    dfa.expand(s)
+
+    #: at most this many cells to fill are expanded on Python ints (``expand_many`` sorts
+    #: with ``np.unique``: a few µs per sparse level of a first visit)
+    FILL_ROWS = 64
 
     #: byte-trie nodes walked densely (by permissive states outside a lexical
     #: region, such as a string with a maxLength), in whole tries, before the class
@@ -253,6 +263,7 @@ class TokenIndex:
         """
         v, node_cls, parent_rel = self._walk_structure()
         ds = v.depth_start
+        dsl = ds.tolist()  # the level bounds as Python ints (several reads per level)
         n_depths = len(ds) - 1
         dead = DEAD
         out_ids, out_states = [], []
@@ -260,7 +271,7 @@ class TokenIndex:
 
         def harvest():
             if run:
-                a0 = int(ds[d0])
+                a0 = dsl[d0]
                 cur = np.concatenate(run) if len(run) > 1 else run[0]
                 t0, t1 = int(v.term_start[a0]), int(v.term_end[a0 + len(cur) - 1])
                 if t1 > t0:
@@ -277,10 +288,10 @@ class TokenIndex:
         seen_s: list = []
         dense = None  # state per node of the current depth when walking densely
         for d in range(1, n_depths):
-            a, b = int(ds[d]), int(ds[d + 1])
-            if dense is None and len(nodes) * 4 > int(ds[d]) - int(ds[d - 1]):
-                dense = np.zeros(int(ds[d]) - int(ds[d - 1]), dtype=states.dtype)
-                dense[nodes - ds[d - 1]] = states
+            a, b = dsl[d], dsl[d + 1]
+            if dense is None and len(nodes) * 4 > a - dsl[d - 1]:
+                dense = np.zeros(a - dsl[d - 1], dtype=states.dtype)
+                dense[nodes - dsl[d - 1]] = states
             if dense is not None:
                 if v is self.vocab:
                     self._dense_nodes += b - a
@@ -296,7 +307,7 @@ class TokenIndex:
                     break
                 if n_live * 8 < b - a:  # back to sparse
                     harvest()
-                    live = np.flatnonzero(cur)
+                    live = cur.nonzero()[0]
                     nodes, states, dense = live + a, cur[live], None
                 else:
                     dense = cur
@@ -320,8 +331,8 @@ class TokenIndex:
         cs = v.child_start[nodes]
         counts = v.child_end[nodes] - cs
         child = _spans(cs, counts)
-        nxt = self._lookup(np.repeat(states, counts), self._classes(node_cls, child))
-        keep = np.flatnonzero(nxt)  # DEAD is 0
+        nxt = self._lookup(states.repeat(counts), self._classes(node_cls, child))
+        keep = nxt.nonzero()[0]  # DEAD is 0
         return child[keep], nxt[keep]
 
     @staticmethod
@@ -331,8 +342,9 @@ class TokenIndex:
         states = np.concatenate(states) if len(states) > 1 else states[0]
         ts = v.term_start[nodes]
         tcount = v.term_end[nodes] - ts
-        has = np.flatnonzero(tcount)
-        return v.term_ids[_spans(ts[has], tcount[has])], np.repeat(states[has], tcount[has])
+        has = tcount.nonzero()[0]
+        tcount = tcount[has]
+        return v.term_ids[_spans(ts[has], tcount)], states[has].repeat(tcount)
 
     # -- lexical regions ------------------------------------------------------
     #: a state with at least this many bytes looping back to itself (a string
@@ -515,19 +527,23 @@ class TokenIndex:
         """(token ids, copies completed before leaving) of the tokens that leave a
         counted region and end in a live state: walked once, from the state after the
         repetition, which is the same for every counter value."""
-        dfa, nodes = self.dfa, walk.exit_nodes
+        dfa, nodes, forest = self.dfa, walk.exit_nodes, walk.forest
         with self.lock:
             dfa.expand(shape.after_state)
-        nxt = dfa.table[shape.after_state, self._classes(self._node_cls, nodes)].astype(np.int64)
-        live = nxt != DEAD
-        ids, _ = self._walk_from(self.vocab, self._node_cls, nodes[live], nxt[live])
+        if forest is not None:  # every exit on one byte continues in one state: merged per byte
+            roots = dfa.table[shape.after_state].take(dfa.byte_class.take(forest.keys))
+            ids, _ = forest.walk(self, roots)
+        else:
+            nxt = dfa.table[shape.after_state, self._classes(self._node_cls, nodes)].astype(np.int64)
+            live = nxt != DEAD
+            ids, _ = self._walk_from(self.vocab, self._node_cls, nodes[live], nxt[live])
         return ids, walk.tok_exit_n[ids].astype(np.int64)
 
     def _compute_mask(self, q: int):
         """``(packed allowed bits, distinct successor states or None)`` of state ``q``."""
         width = self._bits_width()
-        hit = np.zeros(width, dtype=bool)
         if q == DEAD or q == FINISHED:
+            hit = np.zeros(width, dtype=bool)
             hit[self.eos_ids] = True
             if self.pad_token_id is not None and q == FINISHED:
                 hit[self.pad_token_id] = True
@@ -563,6 +579,7 @@ class TokenIndex:
                 ids, nxt = ids[keep], nxt[keep]
         seen = np.zeros(self.dfa.num_states, dtype=bool)
         seen[nxt] = True
+        hit = np.zeros(width, dtype=bool)
         hit[ids] = True
         if self.dfa.accepting[q]:
             hit[self.eos_ids] = True

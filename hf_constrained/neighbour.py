@@ -49,7 +49,13 @@ _LAYOUTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def _spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenation of ``range(starts[i], starts[i] + counts[i])`` for all i (vectorised;
     the index's sparse walks use it too)."""
-    return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+    # (array methods, not the np.* wrappers: a sparse walk calls this once per trie level)
+    ends = counts.cumsum()
+    if len(ends) == 0:
+        return np.zeros(0, dtype=np.int64)
+    out = np.arange(int(ends[-1]), dtype=np.int64)
+    out += (starts - ends + counts).repeat(counts)
+    return out
 
 
 class PreOrder:
@@ -200,9 +206,9 @@ def differences(index, s: int, r: int, budget: int):
         if walked > budget:
             return None
         cls = index._classes(index._node_cls, child)
-        sc = index._lookup(np.repeat(ss, counts), cls)
-        rc = index._lookup(np.repeat(rs, counts), cls)
-        differ = np.flatnonzero(sc != rc)  # where they meet, r's walk below is s's
+        sc = index._lookup(ss.repeat(counts), cls)
+        rc = index._lookup(rs.repeat(counts), cls)
+        differ = (sc != rc).nonzero()[0]  # where they meet, r's walk below is s's
         child, sc, rc = child[differ], sc[differ], rc[differ]
         dead = sc == DEAD
         if dead.any():  # s dies there: none of the subtrie's tokens

@@ -37,6 +37,8 @@ from .neighbour import _spans
 #: vocabulary -> {region table over bytes: RegionWalk, or None (not worth it)}
 _REGION_WALKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _REGION_LOCK = threading.Lock()
+#: vocabulary -> shared walks built so far (benchmarks tell a shape's first use by it)
+_WALKS_BUILT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _row(dfa, s: int) -> np.ndarray:
@@ -64,36 +66,47 @@ def find_region(dfa, q: int, min_loops: int = 16, depth: int = 3, max_states: in
     if np.count_nonzero(row[dfa.byte_class] == q) < min_loops:
         return None
     order, at, frontier = [q], {q: 0}, [q]
+    targets = []  # per candidate (in order), its distinct live targets
     for _ in range(depth):
         nxt = []
         for s in frontier:
             # targets by first byte class: dict keys keep first occurrence order
-            for t in dict.fromkeys(_row(dfa, s).tolist()):
-                if (t != DEAD and t not in at and len(order) < max_states
-                        and (admit is None or admit(t))):
+            ts = dict.fromkeys(_row(dfa, s).tolist())
+            ts.pop(DEAD, None)
+            targets.append(ts)
+            for t in ts:
+                if t not in at and len(order) < max_states and (admit is None or admit(t)):
                     at[t] = len(order)
                     order.append(t)
                     nxt.append(t)
         frontier = nxt
     for s in frontier:  # the last ring was only discovered, not expanded
-        _row(dfa, s)
-    cand = np.array(order, dtype=np.int64)
-    rows = dfa.table[cand]
-    lut = np.full(dfa.num_states, -1, dtype=np.int64)
-    lut[cand] = np.arange(len(cand))
-    local = np.where(rows > 0, lut[np.maximum(rows, 0)], -1)
-    inside = np.zeros(len(cand), dtype=bool)
+        targets.append(dict.fromkeys(_row(dfa, s).tolist()))
+    # The candidates that reach q through candidates: backwards from q over the
+    # candidates' edges (on Python ints: a few hundred edges, no per-ring array passes).
+    into = [[] for _ in order]
+    for i, ts in enumerate(targets):
+        for t in ts:
+            j = at.get(t)
+            if j is not None:
+                into[j].append(i)
+    inside = [False] * len(order)
     inside[0] = True
-    while True:  # the candidates that reach q through candidates
-        grown = inside | ((local >= 0) & inside[np.maximum(local, 0)]).any(1)
-        if (grown == inside).all():
-            break
-        inside = grown
-    keep = np.flatnonzero(inside)
-    renum = np.full(len(cand), -1, dtype=np.int64)
-    renum[keep] = np.arange(len(keep))
-    table = np.where(local >= 0, renum[np.maximum(local, 0)], -1)[keep].astype(np.int16)
-    return cand[keep], table
+    todo = [0]
+    while todo:
+        for i in into[todo.pop()]:
+            if not inside[i]:
+                inside[i] = True
+                todo.append(i)
+    keep = np.array([order[i] for i in range(len(order)) if inside[i]], dtype=np.int64)
+    # the kept rows, each target replaced by its index among the kept states (-1: outside)
+    rows = dfa.table[keep]
+    srt = np.argsort(keep)
+    pos = np.searchsorted(keep, rows, sorter=srt)
+    np.minimum(pos, len(keep) - 1, out=pos)
+    idx = srt[pos]
+    table = np.where(keep[idx] == rows, idx, -1).astype(np.int16)
+    return keep, table
 
 
 class RegionWalk:
@@ -294,6 +307,7 @@ def shared_walk(vocab, key, build):
             walk = walks.get(key, False)
             if walk is False:
                 walk = walks[key] = build()
+                _WALKS_BUILT[vocab] = _WALKS_BUILT.get(vocab, 0) + 1
                 while len(walks) > RegionWalk.PER_VOCABULARY:
                     del walks[next(iter(walks))]
     return walk

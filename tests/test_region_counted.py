@@ -166,3 +166,40 @@ def test_module_doctests():
     from hf_constrained import counted_region
     result = doctest.testmod(counted_region)
     assert result.failed == 0 and result.attempted >= 5
+
+
+@pytest.mark.parametrize("tok_name", ["deepseek", "mistral"])
+def test_exit_forest_equals_the_exit_subtries(tok_name, request):
+    """A wide body's exits through the merged per-byte forest (``CountedWalk.forest``) give
+    the same (token, copies completed) pairs as walking every exit node's subtrie; a narrow
+    body has no forest (its exits hold much of the trie)."""
+    from hf_constrained.counted_region import CountedWalk
+
+    tok = request.getfixturevalue(tok_name)
+    vocab = Vocabulary.from_tokenizer(tok)
+    with_forest = 0
+    for pattern, texts in CASES:
+        dfa = LazyDFA.from_patterns([pattern], strip_leading_space=vocab.strip_leading_space)
+        index = TokenIndex(dfa, vocab, [tok.eos_token_id])
+        for q in _prefix_states(dfa, texts, step=7):
+            got = index._counted.locate(q)
+            if got is None:
+                continue
+            shape = got[0]
+            walk = CountedWalk.shared(vocab, shape.table, shape.boundary)
+            ids, n = index._counted_exits(walk, shape)
+            forest, walk.forest = walk.forest, None
+            try:
+                plain_ids, plain_n = index._counted_exits(walk, shape)
+            finally:
+                walk.forest = forest
+            order, plain_order = np.argsort(ids), np.argsort(plain_ids)
+            assert np.array_equal(ids[order], plain_ids[plain_order]), pattern
+            assert np.array_equal(n[order], plain_n[plain_order]), pattern
+            with_forest += forest is not None
+            wide = len(walk.ids_by_need) >= 0.25 * len(vocab.term_ids)
+            assert (forest is not None) == wide
+    assert with_forest >= 10
+    narrow = LazyDFA.from_patterns([r'"[a-f0-9]{1,40}"'])  # hex digits: few tokens stay inside
+    got = CountedRegions(narrow).locate(narrow.walk(narrow.starts[0], b'"ab'))
+    assert CountedWalk.shared(vocab, got[0].table, got[0].boundary).forest is None
