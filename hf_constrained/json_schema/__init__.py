@@ -195,7 +195,7 @@ from .._gc import gc_paused
 from ..errors import SchemaError
 from ..regex_parser import parse as parse_regex
 # the submodules, and the names that tests, recursive.py and the examples below import from here
-from . import (charsets, containers, converter, keys, limits, logic, patterns, ranges, regex_text,
+from . import (charsets, containers, converter, keys, limits, logic, memo, patterns, ranges, regex_text,
                schemas, suite, tokens, typed, values)
 from .charsets import _MAX_CP, _class, _encode_charset
 from .converter import _Converter, _TextLimit
@@ -329,7 +329,7 @@ def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int
 # collects top-level modules only; the examples use the names imported above).
 __test__ = {f"{m.__name__.rsplit('.', 1)[1]}.{name}": obj
             for m in (regex_text, charsets, patterns, ranges, schemas, keys, logic, values, typed,
-                      containers, converter, suite)
+                      containers, converter, memo, suite)
             for name, obj in vars(m).items()
             if getattr(obj, "__module__", None) == m.__name__ and ">>>" in (obj.__doc__ or "")}
 

@@ -11,6 +11,7 @@ from ..errors import SchemaError
 from . import limits
 from .containers import _ContainersMixin
 from .logic import _LogicMixin
+from .memo import _MISS, _Memo
 from .schemas import _ANNOTATIONS, _join_uri, _Part, _ptr, _refuse, _subschemas, _unsupported, _nested
 from .typed import _TypedMixin
 from .values import _ValuesMixin
@@ -26,6 +27,8 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
     The mixins hold the logic (:mod:`.logic`), values (:mod:`.values`), types
     and scalars (:mod:`.typed`) and containers (:mod:`.containers`)."""
 
+    MEMO = True  # reuse conversions (:class:`_Memo`); recursive.py's rule converter does not
+
     def __init__(self, root: Any, whitespace: str, max_depth: int):
         self.root = root
         self.ws = whitespace
@@ -35,6 +38,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         self.empty_reasons: list[str] = []  # why a subschema came out empty (oneOf)
         self.recursion = None  # recursive.py's hook (max_recursion_depth=None): see _flatten
         self._ids = 0
+        self.reads: list = []  # the ref_counts entries read, in order (see _Memo)
         self._validator = None
         self._any_cache: dict = {}
         self.integral_floats = True
@@ -48,6 +52,8 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         self.has_unevaluated = any(
             isinstance(sub, dict) and ("unevaluatedProperties" in sub or "unevaluatedItems" in sub)
             for sub in _nested(root))
+        # conversions already made (see _Memo); lineage matters to unevaluated*: none then
+        self.memo = _Memo() if self.MEMO and not self.has_unevaluated else None
 
     # -- entry point ------------------------------------------------------
 
@@ -188,6 +194,13 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
                     return None
             if self.recursion is not None and (hit := self.recursion.collapse(flat)) is not None:
                 return hit  # the conjunction is one recursive $ref: its rule's placeholder
+            memo = self.memo
+            if memo is not None:
+                key = memo.key(flat)
+                hit = memo.recall(self, key)
+                if hit is not _MISS:
+                    return hit
+                mark = memo.mark(self)
             result = self._convert_flat(flat, parts)
             # Nested containers repeat their item regex, so text can double per
             # level: stop early, before the exact (slower) size check at the end.
@@ -198,6 +211,8 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
                     f"schema at {parts[0].ptr or '/'}: the regex text exceeds "
                     f"MAX_REGEX_TEXT={limits.MAX_REGEX_TEXT} characters (deeply nested arrays/objects "
                     "multiply it); lower max_recursion_depth, bound the nesting or simplify the schema")
+            if memo is not None:
+                memo.remember(self, key, mark, result, flat)
             return result
         finally:
             for t in entered:
@@ -217,6 +232,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         rest = dict(s)
         if "$ref" in rest:
             target, tptr = self.resolve(rest.pop("$ref"), _ptr(p, "$ref"))
+            self.reads.append(tptr)  # what follows depends on ref_counts[tptr] (see _Memo)
             if self.recursion is not None and self.ref_counts[tptr]:  # recursion -> a grammar rule
                 out.append(self.recursion.marker(rest, target, tptr, _ptr(p, "$ref"), lin))
                 return True
