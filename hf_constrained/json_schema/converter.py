@@ -12,7 +12,8 @@ from . import limits
 from .containers import _ContainersMixin
 from .logic import _LogicMixin
 from .memo import _MISS, _Memo
-from .schemas import _ANNOTATIONS, _join_uri, _Part, _ptr, _refuse, _subschemas, _unsupported, _nested
+from .schemas import (_ANNOTATIONS, _SUBSCHEMA_KEYWORDS, _join_uri, _Part, _ptr, _refuse, _subschemas,
+                      _unsupported)
 from .typed import _TypedMixin
 from .values import _ValuesMixin
 
@@ -46,12 +47,10 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         self.share = False             # write large subschemas once, as (?(DEFINE)...) definitions
         self.definitions: dict = {}    # definition text -> name, in definition order
         self.definition_text = 0
-        self._index_resources()
         # unevaluated* depend on which subschemas *evaluated* a member: the
         # negation-based rewrites of oneOf/not/if would change that
-        self.has_unevaluated = any(
-            isinstance(sub, dict) and ("unevaluatedProperties" in sub or "unevaluatedItems" in sub)
-            for sub in _nested(root))
+        self.has_unevaluated = False  # any subschema with unevaluated*: set by _index_resources
+        self._index_resources()
         # conversions already made (see _Memo); lineage matters to unevaluated*: none then
         self.memo = _Memo() if self.MEMO and not self.has_unevaluated else None
 
@@ -116,8 +115,11 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
             for kw in ("$anchor", "$dynamicAnchor"):
                 if isinstance(schema.get(kw), str):
                     self.anchors.setdefault((base, schema[kw]), (schema, ptr))
-            for sub, p in _subschemas(schema, ptr):
-                visit(sub, p, base)
+            if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
+                self.has_unevaluated = True
+            if not schema.keys().isdisjoint(_SUBSCHEMA_KEYWORDS):  # a leaf has none: most schemas
+                for sub, p in _subschemas(schema, ptr):
+                    visit(sub, p, base)
 
         self.resources[""] = (self.root, "")
         visit(self.root, "", "")

@@ -107,8 +107,9 @@ def _validator_class(name: str):
     return getattr(v, DRAFTS[name][1])
 
 
+@functools.lru_cache(maxsize=None)
 def _keywords(draft: str) -> frozenset:
-    """Keywords that assert (or apply subschemas) in ``draft``."""
+    """Keywords that assert (or apply subschemas) in ``draft`` (a fixed set per draft: made once)."""
     if draft == LENIENT:
         out = set()
         for name in DRAFTS:
@@ -268,6 +269,7 @@ class _Canon:
         self.ref_overrides = explicit and draft in ("draft4", "draft6", "draft7")
         self.strict = strict
         self.misses: dict = {}
+        self.guesses: dict = {}  # unknown keyword -> near_miss(): one edit-distance scan per word
 
     def schema(self, s: Any, ptr: str) -> Any:
         if not isinstance(s, dict):
@@ -286,7 +288,9 @@ class _Canon:
                     f"unknown keyword {k!r} at {_ptr(ptr, k)} (strict=True refuses "
                     f"keywords that {self.draft} does not define): remove it or pass strict=False")
             else:
-                guess = near_miss(k, kws)
+                if k not in self.guesses:
+                    self.guesses[k] = near_miss(k, kws)
+                guess = self.guesses[k]
                 if guess is not None:
                     self.misses.setdefault((k, guess), []).append(_ptr(ptr, k))
         idkw = "id" if self.draft == "draft4" else "$id"

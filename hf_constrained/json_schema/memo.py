@@ -5,13 +5,16 @@ converted at every use, with everything below it: ~1,200 conversions for one
 Kubernetes schema whose output has ~300 different pieces.  :class:`_Memo` keeps
 each conversion's result, keyed by what the conversion reads:
 
-* the flattened conjunction: per non-empty part its JSON pointer (the base URI
-  of its ``$ref`` and the pointers in ``cuts`` and messages come from it) and its
-  keywords with their values (dicts and lists by identity, and the memo keeps
-  them alive, so an identity is never reused; strings, integers, booleans and
-  None by value).  An empty part (``{}``, what is left of ``{"$ref": ...}`` once
-  resolved) constrains nothing and is left out, so every use of a target shares
-  one key;
+* the flattened conjunction: per non-empty part its keywords with their values
+  (subschemas, and lists or dicts holding them, by identity: the memo keeps them
+  alive, so an identity is never reused; scalars and lists of scalars by value
+  and class, as ``True == 1``; floats by ``repr``, as ``-0.0 == 0.0``) and, when
+  it has a subschema, its JSON pointer (the base URI of a ``$ref`` below, and the
+  pointers in ``cuts`` and ``empty_reasons``, come from it).  A part without
+  subschemas converts the same wherever it is (``{"type": "string"}``: one
+  conversion for all).  An empty part (``{}``, what is left of
+  ``{"$ref": ...}`` once resolved) constrains nothing and is left out, so
+  every use of a target shares one key;
 * the ``ref_counts`` entries the conversion read (the recursion depth at each
   ``$ref`` decides where a recursion is cut): a result is reused only where all
   of them are what they were, so recursive targets get one entry per depth.
@@ -30,8 +33,7 @@ from __future__ import annotations
 from . import limits
 
 _MISS = object()  # recall(): no stored conversion applies
-# immutable values compared by value and class (True == 1); floats by identity (-0.0 == 0.0)
-_BY_VALUE = frozenset({str, int, bool, type(None)})
+_BY_VALUE = frozenset({str, int, bool, type(None)})  # compared by value and class (True == 1)
 
 
 class _Memo:
@@ -57,14 +59,25 @@ class _Memo:
 
     @staticmethod
     def key(flat: list) -> tuple:
-        """The key of a flattened conjunction."""
+        """The key of a flattened conjunction: per non-empty part, its pointer (None when
+        every value is a scalar or a list of scalars: no subschema, so nothing depends on where
+        the part is) and its (keyword, ...) items."""
         key = []
         for s, ptr, _ in flat:
             if s:
-                key.append(ptr)
-                for k, v in s.items():  # (keyword, class, value) or (keyword, identity): never equal
-                    key.append((k, v.__class__, v) if v.__class__ in _BY_VALUE else (k, id(v)))
-                key.append(None)  # end of this part
+                at = len(key)
+                key.append(None)
+                for k, v in s.items():
+                    c = v.__class__
+                    if c in _BY_VALUE:
+                        key.append((k, c, v))
+                    elif c is list and all(x.__class__ in _BY_VALUE for x in v):
+                        key.append((k, c, tuple(v), tuple(x.__class__ for x in v)))
+                    elif c is float:
+                        key.append((k, c, repr(v)))
+                    else:  # a subschema (or a list, dict of them...): by identity, kept alive
+                        key.append((k, id(v)))
+                        key[at] = ptr
         return tuple(key)
 
     def recall(self, conv, key: tuple):

@@ -57,11 +57,11 @@ def keep_ref_targets(raw: Any, canon: Any, rewrite: Callable[[Any, str], Any]) -
     """
     if not isinstance(raw, dict) or not isinstance(canon, dict):
         return canon
-    if any(isinstance(s, dict) and "$id" in s for s in _nested(canon)[1:]):
+    todo = _nested(canon)  # one walk: the check below, then the $refs to visit
+    if any(isinstance(s, dict) and "$id" in s for s in todo[1:]):
         return canon
     defs = canon.get("$defs") if isinstance(canon.get("$defs"), dict) else None
     names: dict = {}  # raw pointer -> $defs name
-    todo = _nested(canon)
     while todo:
         s = todo.pop()
         ref = s.get("$ref") if isinstance(s, dict) else None

@@ -47,7 +47,12 @@ def _lit(text: str) -> str:
     >>> _lit('a.b"c')
     'a\\\\.b"c'
     """
+    if _PLAIN.fullmatch(text):  # most names and values: printable ASCII, no metacharacter
+        return text
     return "".join(_char(ord(c)) for c in text)
+
+
+_PLAIN = re.compile(r"[ !\"#%&',\-/0-9:;<=>@A-Z_`a-z~]*")  # what _char leaves as it is
 
 
 _GROUP_TOKENS = re.compile(r"\\.|\[\^?\]?(?:[^\\\]]|\\.)*\]|[()\[\\]", re.S)
