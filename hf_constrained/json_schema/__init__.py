@@ -306,8 +306,6 @@ def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int
     ws = _whitespace_regex(limits.WHITESPACE if whitespace is None else whitespace)
     if not isinstance(max_recursion_depth, int) or max_recursion_depth < 1:
         raise ValueError("max_recursion_depth must be an integer >= 1")
-    check_metaschema(root)
-    canon, draft4 = canonical(root, strict=strict), detect_draft(root)[0] == "draft4"
 
     def convert(share: bool) -> str:
         conv = converter(canon, ws, max_recursion_depth)
@@ -316,7 +314,9 @@ def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int
         conv.share = share
         return conv.run()
 
-    with gc_paused():
+    with gc_paused():  # the rewrite allocates a dict per subschema too: no collection meanwhile
+        check_metaschema(root)
+        canon, draft4 = canonical(root, strict=strict), detect_draft(root)[0] == "draft4"
         if shared is None:
             try:
                 return convert(False)

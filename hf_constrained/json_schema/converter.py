@@ -40,6 +40,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         self.recursion = None  # recursive.py's hook (max_recursion_depth=None): see _flatten
         self._ids = 0
         self.reads: list = []  # the ref_counts entries read, in order (see _Memo)
+        self._targets: dict = {}  # (ref, base URI) -> resolve()'s (target, pointer)
         self._validator = None
         self._any_cache: dict = {}
         self.integral_floats = True
@@ -138,7 +139,15 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         the base URI there; returns (target, target pointer)."""
         if not isinstance(ref, str):
             raise _refuse("$ref", ptr, "$ref must be a string")
-        uri, frag = urldefrag(_join_uri(self._base(ptr.rsplit("/", 1)[0]), ref))
+        base = self._base(ptr.rsplit("/", 1)[0])
+        found = self._targets.get((ref, base))  # the same $ref at many places: URI work once
+        if found is None:
+            found = self._targets[(ref, base)] = self._resolve_uri(ref, base, ptr)
+        return found
+
+    def _resolve_uri(self, ref: str, base: str, ptr: str) -> tuple[Any, str]:
+        """:meth:`resolve` against the base URI ``base`` (raises naming ``ptr``)."""
+        uri, frag = urldefrag(_join_uri(base, ref))
         if uri not in self.resources:
             raise _refuse("$ref", ptr, f"only references into this document ('#', "
                           f"'#/...', '#anchor', or a subschema's $id) are supported, not "
