@@ -205,7 +205,7 @@ from .limits import (ANY_VALUE_MAX_DEPTH, MAX_CONVERSIONS, MAX_NEGATION_ALTERNAT
                      NUMBER_FRACTION_DIGITS, SHARE_MIN_TEXT, WHITESPACE)
 from .patterns import _emit, _length_range, _whitespace_regex, expanded_size
 from .ranges import _nonneg_int_range, _same_length, decimal_range_regex, integer_range_regex
-from .regex_text import _alt, _char, _lit, _repeat, choice_regex, quoted
+from .regex_text import _alt, _char, _json_text, _lit, _repeat, choice_regex, quoted
 from .schemas import _ANNOTATIONS, _join_uri, _literal_prefix, _load, _Part
 from .suite import main, suite_table
 from .tokens import (_FORMAT_LENGTHS, BOOLEAN, DATE, DATE_TIME, EMAIL, FORMATS, HOSTNAME, INTEGER, IPV4,
