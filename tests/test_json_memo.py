@@ -66,11 +66,18 @@ BASES = {"$id": "http://e.com/root.json", "type": "object", "properties": {
 # a recursion with no finite instance: the cut message names the first cut
 ENDLESS = {"$defs": {"e": {"type": "object", "properties": {"e": {"$ref": "#/$defs/e"}}, "required": ["e"]}},
            "type": "array", "prefixItems": [{"$ref": "#/$defs/e"}, {"$ref": "#/$defs/e"}], "minItems": 2}
+# a oneOf nothing can be generated for (its branches overlap, patterns cannot be negated),
+# under two optional properties: each use records why it came out empty
+NO_BRANCH = {"$defs": {"either": {"oneOf": [{"type": "string", "pattern": "a"},
+                                            {"type": "string", "pattern": "b"}]}},
+             "type": "object", "properties": {"x": {"$ref": "#/$defs/either"}, "y": {"$ref": "#/$defs/either"},
+                                              "n": {"type": "null"}}, "additionalProperties": False}
 WIDE = {"$defs": {"p": POINT}, "type": "object",
         "properties": {f"k{i}": {"$ref": "#/$defs/p"} for i in range(30)}, "additionalProperties": False}
 
 SCHEMAS = {"point": POINT, "tree": TREE, "mutual": MUTUAL, "depths": DEPTHS, "scalars": SCALARS,
-           "one_of": ONE_OF, "dependent": DEPENDENT, "bases": BASES, "endless": ENDLESS, "wide": WIDE}
+           "one_of": ONE_OF, "dependent": DEPENDENT, "bases": BASES, "endless": ENDLESS, "no_branch": NO_BRANCH,
+           "wide": WIDE}
 
 
 def _convert(schema, memo: bool, monkeypatch, depth: int = 3, shared: bool = False):
@@ -172,6 +179,25 @@ def test_resolution_uses_each_base_uri(monkeypatch):
     assert sorted(ptr for _, ptr in conv._targets.values()) == ["/properties/a/$defs/item", "/properties/b/$defs/item"]
 
 
+def test_memo_keys_a_part_with_subschemas_by_place(monkeypatch):
+    """One dict object at two places (possible in a schema given to the converter as it is)
+    under two base URIs: its "$ref" resolves differently at each, so it is converted at each."""
+    inner = {"type": "object", "properties": {"v": {"$ref": "item.json"}}, "additionalProperties": False}
+    schema = {"$id": "http://e.com/root.json", "type": "object", "properties": {
+        "a": {"$id": "http://e.com/a/", "properties": {"w": inner}, "required": ["w"],
+              "$defs": {"item": {"$id": "http://e.com/a/item.json", "type": "integer"}}},
+        "b": {"$id": "http://e.com/b/", "properties": {"w": inner}, "required": ["w"],
+              "$defs": {"item": {"$id": "http://e.com/b/item.json", "type": "boolean"}}}},
+        "required": ["a", "b"], "additionalProperties": False}
+    texts = []
+    for memo in (False, True):
+        monkeypatch.setattr(_Converter, "MEMO", memo)
+        texts.append(_Converter(schema, "", 3).run())
+    assert texts[0] == texts[1]
+    assert regex_module.fullmatch(texts[1], '{"a":{"w":{"v":1}},"b":{"w":{"v":true}}}')
+    assert not regex_module.fullmatch(texts[1], '{"a":{"w":{"v":1}},"b":{"w":{"v":1}}}')
+
+
 def test_lit_plain_text_path_matches_per_character_escapes():
     rng = random.Random(0)
     singles = [chr(cp) for cp in range(0x3000)] + [chr(cp) for cp in (0xFFFF, 0x10000, 0x10FFFF)]
@@ -190,10 +216,13 @@ def test_json_text_is_json_dumps():
 def test_near_miss_warning_names_every_place_once():
     """The guess is made once per unknown word; the warning still counts every place."""
     schema = {"type": "object", "properties": {
-        f"p{i}": {"type": "string", "maxlength": 3} for i in range(5)}}
+        f"p{i}": {"type": "string", "maxlength": 3, "minimun": 1, "colour": "red"} for i in range(5)}}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         canonical(schema)
-    messages = [str(w.message) for w in caught]
-    assert len(messages) == 1 and "'maxlength'" in messages[0] and "(and 4 more places)" in messages[0]
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2, messages
+    assert "'maxlength' at /properties/p0/maxlength (and 4 more places)" in messages[0]
     assert "did you mean 'maxLength'" in messages[0]
+    assert "'minimun' at /properties/p0/minimun (and 4 more places)" in messages[1]
+    assert "did you mean 'minimum'" in messages[1]
