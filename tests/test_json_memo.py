@@ -226,3 +226,19 @@ def test_near_miss_warning_names_every_place_once():
     assert "did you mean 'maxLength'" in messages[0]
     assert "'minimun' at /properties/p0/minimun (and 4 more places)" in messages[1]
     assert "did you mean 'minimum'" in messages[1]
+
+
+def test_validity_answers_tell_value_classes_apart():
+    """is_valid() remembers scalar answers per schema, value and class: 1 and true differ."""
+    for values, kept in [([1, True], "(?:1|1\\.0)"), ([True, 1], "(?:1|1\\.0)"), ([False, 0], "(?:0|0\\.0)"),
+                         ([0, False], "(?:0|0\\.0)")]:
+        assert schema_to_regex({"type": "integer", "enum": values}) == kept, values
+    assert schema_to_regex({"type": "boolean", "enum": [1, True, 0, False]}) == "(?:true|false)"
+
+
+def test_validity_answers_never_outlive_their_schema():
+    """An answer is kept with its schema: a new schema at a freed one's address is checked anew."""
+    conv = _Converter({}, "", 3)
+    for i in range(300):
+        assert conv.is_valid({"const": i}, i, "enum", "/enum")
+        assert not conv.is_valid({"const": i + 1}, i, "enum", "/enum")

@@ -18,6 +18,9 @@ from .typed import _TypedMixin
 from .values import _ValuesMixin
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 class _TextLimit(SchemaError):
     """The regex text outgrew :data:`MAX_REGEX_TEXT` (``schema_to_regex`` retries with shared definitions)."""
 
@@ -41,6 +44,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         self._ids = 0
         self.reads: list = []  # the ref_counts entries read, in order (see _Memo)
         self._targets: dict = {}  # (ref, base URI) -> resolve()'s (target, pointer)
+        self._checked: dict = {}  # is_valid() of scalar values: (id, class, value) -> (schema, answer)
         self._validator = None
         self._any_cache: dict = {}
         self.integral_floats = True
@@ -181,11 +185,21 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
 
             self._validator = Draft202012Validator(
                 self.root, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        # the same enum value against the same schema again (oneOf proofs, a reused target's
+        # enum...): answered once; values by class and value (True == 1), composite ones not kept
+        key = (id(schema), value.__class__, repr(value) if value.__class__ is float else value) \
+            if value.__class__ in _SCALARS else None
+        known = self._checked.get(key)
+        if known is not None and known[0] is schema:  # the entry keeps schema alive: an id is not reused
+            return known[1]
         try:
-            return self._validator.evolve(schema=schema).is_valid(value)
+            valid = self._validator.evolve(schema=schema).is_valid(value)
         except Exception as exc:  # unresolvable remote refs etc.
             raise _refuse(keyword, ptr, f"values cannot be checked against "
                           f"the schema: {type(exc).__name__}: {exc}") from None
+        if key is not None:
+            self._checked[key] = (schema, valid)
+        return valid
 
     # -- conversion -----------------------------------------------------------
 
