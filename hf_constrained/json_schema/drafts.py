@@ -259,6 +259,12 @@ def _ptr(base: str, *tokens: Any) -> str:
 
 
 _ANCHOR = re.compile(r"[A-Za-z_][-A-Za-z0-9._]*\Z")
+#: The keywords :meth:`_Canon._rewrite` reads: a schema with none of them is left as it is.
+_REWRITTEN = frozenset({"exclusiveMinimum", "exclusiveMaximum", "items", "additionalItems", "dependencies",
+                        "format", "properties", "patternProperties", "dependentSchemas",
+                        "additionalProperties", "contains", "propertyNames", "not", "if", "then", "else",
+                        "unevaluatedItems", "unevaluatedProperties", "allOf", "anyOf", "oneOf",
+                        "prefixItems"})
 
 
 class _Canon:
@@ -311,6 +317,8 @@ class _Canon:
         return self._rewrite(out, ptr)
 
     def _rewrite(self, out: dict, ptr: str) -> dict:
+        if out.keys().isdisjoint(_REWRITTEN):  # a leaf ({"type": "string"}...): nothing below applies
+            return out
         sub = self.schema
         for kw, base in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
             if isinstance(out.get(kw), bool):
