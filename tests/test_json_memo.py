@@ -269,3 +269,20 @@ def test_rewrite_reaches_every_keyword_it_rewrites(schema, expected):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert canonical(schema) == expected
+
+
+def test_ref_targets_kept_at_every_use():
+    """keep_ref_targets looks a present target up once; a dropped one is re-attached once and
+    every "$ref" to it is pointed there."""
+    raw = {"type": "object", "$defs": {"n": {"type": "null"}},
+           "properties": {"a": {"$ref": "#/team"}, "b": {"$ref": "#/$defs/n"}, "c": {"$ref": "#/team"},
+                          "d": {"$ref": "#/$defs/n"}, "e": {"items": {"$ref": "#/team"}}},
+           "team": {"type": "integer", "javaType": "Team"}}
+    canon = canonical(raw)
+    props = canon["properties"]
+    assert [props[k]["$ref"] for k in "abcd"] + [props["e"]["items"]["$ref"]] == \
+        ["#/$defs/ref~1team", "#/$defs/n", "#/$defs/ref~1team", "#/$defs/n", "#/$defs/ref~1team"]
+    assert canon["$defs"] == {"n": {"type": "null"}, "ref/team": {"type": "integer"}}
+    rx = schema_to_regex(raw, whitespace="")
+    assert regex_module.fullmatch(rx, '{"a":1,"b":null,"c":2,"e":[3]}')
+    assert not regex_module.fullmatch(rx, '{"c":"x"}')

@@ -62,13 +62,15 @@ def keep_ref_targets(raw: Any, canon: Any, rewrite: Callable[[Any, str], Any]) -
         return canon
     defs = canon.get("$defs") if isinstance(canon.get("$defs"), dict) else None
     names: dict = {}  # raw pointer -> $defs name
+    present: set = set()  # $ref texts found in canon (it only grows: found stays found)
     while todo:
         s = todo.pop()
         ref = s.get("$ref") if isinstance(s, dict) else None
-        if not isinstance(ref, str) or not ref.startswith("#/"):
+        if not isinstance(ref, str) or not ref.startswith("#/") or ref in present:
             continue
         pointer = unquote(ref[1:])
         if _lookup(canon, pointer) is not _MISSING:
+            present.add(ref)
             continue
         name: Optional[str] = names.get(pointer)
         if name is None:
