@@ -1,8 +1,8 @@
 """The converter's memo: a conjunction converted once is not converted again.
 
 A ``$ref`` target used in many places (Kubernetes' ``ObjectMeta``...) used to be
-converted at every use, with everything below it: ~1,200 conversions for one
-Kubernetes schema whose output has ~300 different pieces.  :class:`_Memo` keeps
+converted at every use, with everything below it: 1,241 conversions for one
+Kubernetes schema (``kb_1007``), 188 of them different.  :class:`_Memo` keeps
 each conversion's result, keyed by what the conversion reads:
 
 * the flattened conjunction: per non-empty part its keywords with their values
