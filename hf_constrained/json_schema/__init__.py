@@ -195,7 +195,7 @@ from .._gc import gc_paused
 from ..errors import SchemaError
 from ..regex_parser import parse as parse_regex
 # the submodules, and the names that tests, recursive.py and the examples below import from here
-from . import (charsets, containers, converter, keys, limits, logic, patterns, ranges, regex_text,
+from . import (charsets, containers, converter, keys, limits, logic, memo, patterns, ranges, regex_text,
                schemas, suite, tokens, typed, values)
 from .charsets import _MAX_CP, _class, _encode_charset
 from .converter import _Converter, _TextLimit
@@ -205,7 +205,7 @@ from .limits import (ANY_VALUE_MAX_DEPTH, MAX_CONVERSIONS, MAX_NEGATION_ALTERNAT
                      NUMBER_FRACTION_DIGITS, SHARE_MIN_TEXT, WHITESPACE)
 from .patterns import _emit, _length_range, _whitespace_regex, expanded_size
 from .ranges import _nonneg_int_range, _same_length, decimal_range_regex, integer_range_regex
-from .regex_text import _alt, _char, _lit, _repeat, choice_regex, quoted
+from .regex_text import _alt, _char, _json_text, _lit, _repeat, choice_regex, quoted
 from .schemas import _ANNOTATIONS, _join_uri, _literal_prefix, _load, _Part
 from .suite import main, suite_table
 from .tokens import (_FORMAT_LENGTHS, BOOLEAN, DATE, DATE_TIME, EMAIL, FORMATS, HOSTNAME, INTEGER, IPV4,
@@ -306,8 +306,6 @@ def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int
     ws = _whitespace_regex(limits.WHITESPACE if whitespace is None else whitespace)
     if not isinstance(max_recursion_depth, int) or max_recursion_depth < 1:
         raise ValueError("max_recursion_depth must be an integer >= 1")
-    check_metaschema(root)
-    canon, draft4 = canonical(root, strict=strict), detect_draft(root)[0] == "draft4"
 
     def convert(share: bool) -> str:
         conv = converter(canon, ws, max_recursion_depth)
@@ -316,7 +314,9 @@ def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int
         conv.share = share
         return conv.run()
 
-    with gc_paused():
+    with gc_paused():  # the rewrite allocates a dict per subschema too: no collection meanwhile
+        check_metaschema(root)
+        canon, draft4 = canonical(root, strict=strict), detect_draft(root)[0] == "draft4"
         if shared is None:
             try:
                 return convert(False)
@@ -329,7 +329,7 @@ def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int
 # collects top-level modules only; the examples use the names imported above).
 __test__ = {f"{m.__name__.rsplit('.', 1)[1]}.{name}": obj
             for m in (regex_text, charsets, patterns, ranges, schemas, keys, logic, values, typed,
-                      containers, converter, suite)
+                      containers, converter, memo, suite)
             for name, obj in vars(m).items()
             if getattr(obj, "__module__", None) == m.__name__ and ">>>" in (obj.__doc__ or "")}
 

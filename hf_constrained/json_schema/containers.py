@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Optional
 
 from .keys import _join_members, _key_excluding
-from .regex_text import _alt, _concat, _lit, _repeat
+from .regex_text import _alt, _concat, _json_text, _lit, _repeat
 from .schemas import _ARRAY_KEYWORDS, _OBJECT_KEYWORDS, _ptr, _unsupported
 
 
@@ -163,7 +162,7 @@ class _ContainersMixin:
                 if name in required:
                     return None
                 continue
-            key = _lit(json.dumps(name, ensure_ascii=False))
+            key = _lit(_json_text(name))
             members.append((key + ws + ":" + ws + value, name in required))
 
         extra = self._extra_member(flat, names, member_parts)

@@ -11,9 +11,14 @@ from ..errors import SchemaError
 from . import limits
 from .containers import _ContainersMixin
 from .logic import _LogicMixin
-from .schemas import _ANNOTATIONS, _join_uri, _Part, _ptr, _refuse, _subschemas, _unsupported, _nested
+from .memo import _MISS, _Memo
+from .schemas import (_ANNOTATIONS, _SUBSCHEMA_KEYWORDS, _join_uri, _Part, _ptr, _refuse, _subschemas,
+                      _unsupported)
 from .typed import _TypedMixin
 from .values import _ValuesMixin
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 class _TextLimit(SchemaError):
@@ -26,6 +31,8 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
     The mixins hold the logic (:mod:`.logic`), values (:mod:`.values`), types
     and scalars (:mod:`.typed`) and containers (:mod:`.containers`)."""
 
+    MEMO = True  # reuse conversions (:class:`_Memo`); recursive.py's rule converter does not
+
     def __init__(self, root: Any, whitespace: str, max_depth: int):
         self.root = root
         self.ws = whitespace
@@ -35,6 +42,9 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         self.empty_reasons: list[str] = []  # why a subschema came out empty (oneOf)
         self.recursion = None  # recursive.py's hook (max_recursion_depth=None): see _flatten
         self._ids = 0
+        self.reads: list = []  # the ref_counts entries read, in order (see _Memo)
+        self._targets: dict = {}  # (ref, base URI) -> resolve()'s (target, pointer)
+        self._checked: dict = {}  # is_valid() of scalar values: (id, class, value) -> (schema, answer)
         self._validator = None
         self._any_cache: dict = {}
         self.integral_floats = True
@@ -42,12 +52,12 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         self.share = False             # write large subschemas once, as (?(DEFINE)...) definitions
         self.definitions: dict = {}    # definition text -> name, in definition order
         self.definition_text = 0
-        self._index_resources()
         # unevaluated* depend on which subschemas *evaluated* a member: the
         # negation-based rewrites of oneOf/not/if would change that
-        self.has_unevaluated = any(
-            isinstance(sub, dict) and ("unevaluatedProperties" in sub or "unevaluatedItems" in sub)
-            for sub in _nested(root))
+        self.has_unevaluated = False  # any subschema with unevaluated*: set by _index_resources
+        self._index_resources()
+        # conversions already made (see _Memo); lineage matters to unevaluated*: none then
+        self.memo = _Memo() if self.MEMO and not self.has_unevaluated else None
 
     # -- entry point ------------------------------------------------------
 
@@ -110,8 +120,11 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
             for kw in ("$anchor", "$dynamicAnchor"):
                 if isinstance(schema.get(kw), str):
                     self.anchors.setdefault((base, schema[kw]), (schema, ptr))
-            for sub, p in _subschemas(schema, ptr):
-                visit(sub, p, base)
+            if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
+                self.has_unevaluated = True
+            if not schema.keys().isdisjoint(_SUBSCHEMA_KEYWORDS):  # a leaf has none: most schemas
+                for sub, p in _subschemas(schema, ptr):
+                    visit(sub, p, base)
 
         self.resources[""] = (self.root, "")
         visit(self.root, "", "")
@@ -130,7 +143,15 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         the base URI there; returns (target, target pointer)."""
         if not isinstance(ref, str):
             raise _refuse("$ref", ptr, "$ref must be a string")
-        uri, frag = urldefrag(_join_uri(self._base(ptr.rsplit("/", 1)[0]), ref))
+        base = self._base(ptr.rsplit("/", 1)[0])
+        found = self._targets.get((ref, base))  # the same $ref at many places: URI work once
+        if found is None:
+            found = self._targets[(ref, base)] = self._resolve_uri(ref, base, ptr)
+        return found
+
+    def _resolve_uri(self, ref: str, base: str, ptr: str) -> tuple[Any, str]:
+        """:meth:`resolve` against the base URI ``base`` (raises naming ``ptr``)."""
+        uri, frag = urldefrag(_join_uri(base, ref))
         if uri not in self.resources:
             raise _refuse("$ref", ptr, f"only references into this document ('#', "
                           f"'#/...', '#anchor', or a subschema's $id) are supported, not "
@@ -164,11 +185,21 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
 
             self._validator = Draft202012Validator(
                 self.root, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        # the same enum value against the same schema again (oneOf proofs, a reused target's
+        # enum...): answered once; values by class and value (True == 1), composite ones not kept
+        key = (id(schema), value.__class__, repr(value) if value.__class__ is float else value) \
+            if value.__class__ in _SCALARS else None
+        known = self._checked.get(key)
+        if known is not None and known[0] is schema:  # the entry keeps schema alive: an id is not reused
+            return known[1]
         try:
-            return self._validator.evolve(schema=schema).is_valid(value)
+            valid = self._validator.evolve(schema=schema).is_valid(value)
         except Exception as exc:  # unresolvable remote refs etc.
             raise _refuse(keyword, ptr, f"values cannot be checked against "
                           f"the schema: {type(exc).__name__}: {exc}") from None
+        if key is not None:
+            self._checked[key] = (schema, valid)
+        return valid
 
     # -- conversion -----------------------------------------------------------
 
@@ -188,6 +219,13 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
                     return None
             if self.recursion is not None and (hit := self.recursion.collapse(flat)) is not None:
                 return hit  # the conjunction is one recursive $ref: its rule's placeholder
+            memo = self.memo
+            if memo is not None:
+                key = memo.key(flat)
+                hit = memo.recall(self, key)
+                if hit is not _MISS:
+                    return hit
+                mark = memo.mark(self)
             result = self._convert_flat(flat, parts)
             # Nested containers repeat their item regex, so text can double per
             # level: stop early, before the exact (slower) size check at the end.
@@ -198,6 +236,8 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
                     f"schema at {parts[0].ptr or '/'}: the regex text exceeds "
                     f"MAX_REGEX_TEXT={limits.MAX_REGEX_TEXT} characters (deeply nested arrays/objects "
                     "multiply it); lower max_recursion_depth, bound the nesting or simplify the schema")
+            if memo is not None:
+                memo.remember(self, key, mark, result, flat)
             return result
         finally:
             for t in entered:
@@ -217,6 +257,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         rest = dict(s)
         if "$ref" in rest:
             target, tptr = self.resolve(rest.pop("$ref"), _ptr(p, "$ref"))
+            self.reads.append(tptr)  # what follows depends on ref_counts[tptr] (see _Memo)
             if self.recursion is not None and self.ref_counts[tptr]:  # recursion -> a grammar rule
                 out.append(self.recursion.marker(rest, target, tptr, _ptr(p, "$ref"), lin))
                 return True

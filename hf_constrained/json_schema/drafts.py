@@ -107,8 +107,9 @@ def _validator_class(name: str):
     return getattr(v, DRAFTS[name][1])
 
 
+@functools.lru_cache(maxsize=None)
 def _keywords(draft: str) -> frozenset:
-    """Keywords that assert (or apply subschemas) in ``draft``."""
+    """Keywords that assert (or apply subschemas) in ``draft`` (a fixed set per draft: made once)."""
     if draft == LENIENT:
         out = set()
         for name in DRAFTS:
@@ -258,6 +259,12 @@ def _ptr(base: str, *tokens: Any) -> str:
 
 
 _ANCHOR = re.compile(r"[A-Za-z_][-A-Za-z0-9._]*\Z")
+#: The keywords :meth:`_Canon._rewrite` reads: a schema with none of them is left as it is.
+_REWRITTEN = frozenset({"exclusiveMinimum", "exclusiveMaximum", "items", "additionalItems", "dependencies",
+                        "format", "properties", "patternProperties", "dependentSchemas",
+                        "additionalProperties", "contains", "propertyNames", "not", "if", "then", "else",
+                        "unevaluatedItems", "unevaluatedProperties", "allOf", "anyOf", "oneOf",
+                        "prefixItems"})
 
 
 class _Canon:
@@ -268,6 +275,7 @@ class _Canon:
         self.ref_overrides = explicit and draft in ("draft4", "draft6", "draft7")
         self.strict = strict
         self.misses: dict = {}
+        self.guesses: dict = {}  # unknown keyword -> near_miss(): one edit-distance scan per word
 
     def schema(self, s: Any, ptr: str) -> Any:
         if not isinstance(s, dict):
@@ -286,7 +294,9 @@ class _Canon:
                     f"unknown keyword {k!r} at {_ptr(ptr, k)} (strict=True refuses "
                     f"keywords that {self.draft} does not define): remove it or pass strict=False")
             else:
-                guess = near_miss(k, kws)
+                if k not in self.guesses:
+                    self.guesses[k] = near_miss(k, kws)
+                guess = self.guesses[k]
                 if guess is not None:
                     self.misses.setdefault((k, guess), []).append(_ptr(ptr, k))
         idkw = "id" if self.draft == "draft4" else "$id"
@@ -307,6 +317,8 @@ class _Canon:
         return self._rewrite(out, ptr)
 
     def _rewrite(self, out: dict, ptr: str) -> dict:
+        if out.keys().isdisjoint(_REWRITTEN):  # a leaf ({"type": "string"}...): nothing below applies
+            return out
         sub = self.schema
         for kw, base in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
             if isinstance(out.get(kw), bool):

@@ -57,18 +57,20 @@ def keep_ref_targets(raw: Any, canon: Any, rewrite: Callable[[Any, str], Any]) -
     """
     if not isinstance(raw, dict) or not isinstance(canon, dict):
         return canon
-    if any(isinstance(s, dict) and "$id" in s for s in _nested(canon)[1:]):
+    todo = _nested(canon)  # one walk: the check below, then the $refs to visit
+    if any(isinstance(s, dict) and "$id" in s for s in todo[1:]):
         return canon
     defs = canon.get("$defs") if isinstance(canon.get("$defs"), dict) else None
     names: dict = {}  # raw pointer -> $defs name
-    todo = _nested(canon)
+    present: set = set()  # $ref texts found in canon (it only grows: found stays found)
     while todo:
         s = todo.pop()
         ref = s.get("$ref") if isinstance(s, dict) else None
-        if not isinstance(ref, str) or not ref.startswith("#/"):
+        if not isinstance(ref, str) or not ref.startswith("#/") or ref in present:
             continue
         pointer = unquote(ref[1:])
         if _lookup(canon, pointer) is not _MISSING:
+            present.add(ref)
             continue
         name: Optional[str] = names.get(pointer)
         if name is None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from json.encoder import encode_basestring as _encode_basestring  # what json.dumps uses
 from typing import Optional
 
 def quoted(content: str) -> str:
@@ -47,7 +49,23 @@ def _lit(text: str) -> str:
     >>> _lit('a.b"c')
     'a\\\\.b"c'
     """
+    if _PLAIN.fullmatch(text):  # most names and values: printable ASCII, no metacharacter
+        return text
     return "".join(_char(ord(c)) for c in text)
+
+
+def _json_text(value) -> str:
+    """``json.dumps(value, ensure_ascii=False)``, for a string without building an encoder.
+
+    >>> _json_text('a"é'), _json_text(1)
+    ('"a\\\\"é"', '1')
+    """
+    if value.__class__ is str:
+        return _encode_basestring(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+_PLAIN = re.compile(r"[ !\"#%&',\-/0-9:;<=>@A-Z_`a-z~]*")  # what _char leaves as it is
 
 
 _GROUP_TOKENS = re.compile(r"\\.|\[\^?\]?(?:[^\\\]]|\\.)*\]|[()\[\\]", re.S)

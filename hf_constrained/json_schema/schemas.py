@@ -97,6 +97,8 @@ _SCHEMA_KEYWORDS = ("additionalProperties", "items", "contains",
                     "unevaluatedItems", "unevaluatedProperties",
                     "contentSchema")
 _SCHEMA_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems")
+#: Every keyword that holds subschemas (a schema with none of them is a leaf of the walks).
+_SUBSCHEMA_KEYWORDS = frozenset(_SCHEMA_MAP_KEYWORDS + _SCHEMA_KEYWORDS + _SCHEMA_LIST_KEYWORDS)
 
 
 def _subschemas(schema: Any, pointer: str) -> Iterator[tuple[Any, str]]:
@@ -146,7 +148,7 @@ def _nested(schema: Any) -> list:
     while stack:
         s = stack.pop()
         out.append(s)
-        if isinstance(s, dict):
+        if isinstance(s, dict) and not s.keys().isdisjoint(_SUBSCHEMA_KEYWORDS):
             kids = []
             for kw in _SCHEMA_MAP_KEYWORDS:
                 v = s.get(kw)

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from ..errors import SchemaError
 from . import limits
-from .regex_text import _alt, _lit, _repeat
+from .regex_text import _alt, _json_text, _lit, _repeat
 from .tokens import BOOLEAN, NULL, NUMBER, STRING
 
 
@@ -35,7 +35,7 @@ class _ValuesMixin:
                     pass
             return _alt([_lit(f) for f in forms])
         if isinstance(value, str):
-            return _lit(json.dumps(value, ensure_ascii=False))
+            return _lit(_json_text(value))
         if isinstance(value, list):
             if not value:
                 return "\\[" + ws + "\\]"
@@ -44,7 +44,7 @@ class _ValuesMixin:
         if isinstance(value, dict):
             if not value:
                 return "\\{" + ws + "\\}"
-            members = [_lit(json.dumps(k, ensure_ascii=False)) + ws + ":" + ws
+            members = [_lit(_json_text(k)) + ws + ":" + ws
                        + self.literal(v) for k, v in value.items()]
             return "\\{" + ws + (ws + "," + ws).join(members) + ws + "\\}"
         raise SchemaError(f"not a JSON value: {value!r}")
