@@ -59,6 +59,7 @@ _DEFINE = "(?(DEFINE)"
 # (ASCII punctuation and space) is the literal character itself.
 _NOT_PLAIN = frozenset("\\[(.*+?{^$|)")
 _QUANTIFIER_START = frozenset("*+?{")
+_SIMPLE_QUANTIFIERS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
 _PLAIN_RUN = re.compile(r"[^\\\[(.*+?{^$|)]+")
 _ESCAPED_LITERAL = frozenset("!\"#%&'()*+,-./:;<=>?@[\\]^_`{|}~ $")
 # The text a character class most likely spans: a cache key only, a parse stores
@@ -279,6 +280,13 @@ class _Parser:
                     self.i = end
                     last_quantified = False
                     continue
+                # one literal and "?" with no other quantifier after it (JSON's " ?"): what
+                # atom() + quantifiers() would give, ("?" then "?", "+", "*" or "{": there)
+                if p[pos + 1] == "?" and (pos + 2 >= n or p[pos + 2] not in _QUANTIFIER_START):
+                    items.append(("rep", _literal(ord(c)), 0, 1))
+                    self.i = pos + 2
+                    last_quantified = True
+                    continue
             elif c == "\\" and pos + 1 < n and p[pos + 1] in _ESCAPED_LITERAL:
                 if pos + 2 >= n or p[pos + 2] not in _QUANTIFIER_START:
                     items.append(_literal(ord(p[pos + 1])))
@@ -343,12 +351,13 @@ class _Parser:
         )
 
     def quantifiers(self, atom, seen: bool = False):
+        p, n = self.p, len(self.p)
         while True:
             pos = self.i
-            c = self.peek()
-            if c and c in "*+?":
+            c = p[pos] if pos < n else ""
+            if c in _SIMPLE_QUANTIFIERS:
                 self.i += 1
-                lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
+                lo, hi = _SIMPLE_QUANTIFIERS[c]
             elif c == "{":
                 q = self._counted()
                 if q is None:
@@ -361,9 +370,10 @@ class _Parser:
             if atom is None:
                 self.error("nothing to repeat", pos)
             seen = True
-            if self.peek() == "?":
+            c = p[self.i] if self.i < n else ""
+            if c == "?":
                 self.i += 1  # lazy: same language
-            elif self.peek() == "+":
+            elif c == "+":
                 self.unsupported(
                     "possessive quantifier", self.i, "use a plain quantifier instead"
                 )
@@ -382,11 +392,11 @@ class _Parser:
 
     def atom(self):
         c = self.peek()
+        if c == "(":
+            return self.group()
         pos = self.i
         if c in "*+?" or (c == "{" and self._counted_lookahead()):
             self._nothing_to_repeat()
-        if c == "(":
-            return self.group()
         if c == "[":
             return ("cls", self.char_class())
         if c == ".":
