@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5  # 5: automaton positions numbered over shared subtrees (issue #12 part 18)
 ENV = "HF_CONSTRAINED_CACHE"
 
 try:  # POSIX advisory locks; elsewhere builds may duplicate but stay correct
