@@ -209,6 +209,26 @@ class _Forest:
         self.is_def.append(False)
         return nid
 
+    def _leaves(self, tries: list, out: list) -> None:
+        """``_leaf`` for each of ``tries`` in turn, in bulk; the new ids go to ``out``."""
+        m = len(tries)
+        if m < 3:
+            out.extend([self._leaf(t) for t in tries])
+            return
+        nid = len(self.kind)
+        self.kind += [_CLS] * m
+        self.kids += [()] * m
+        self.parent += [-1] * m
+        self.slot += [0] * m
+        self.nullable += [False] * m
+        self.lo += [0] * m
+        self.hi += [None] * m
+        self.counted += [False] * m
+        self.trie += tries
+        self.target += [-1] * m
+        self.is_def += [False] * m
+        out.extend(range(nid, nid + m))
+
     def add(self, tree):
         """Add one pattern; return its root node, or None if its language is empty."""
         # Subtrees met more than once (the same parse-tree object: the parser gives equal
@@ -287,19 +307,25 @@ class _Forest:
             return self._leaf(self._leaf_trie(node[1]))
         if kind == "cat":
             kids = []
-            trie_ids, leaf = self._trie_ids, self._leaf
+            trie_ids, run = self._trie_ids, []  # run: the leaves read since the last other item
             for item in node[1]:
-                if item[0] == "cls":  # most items: a leaf, built here
+                if item[0] == "cls":  # most items: a leaf (a literal run: many), added in bulk
                     if not item[1]:
+                        self._leaves(run, kids)
                         return None
                     tid = trie_ids.get(item[1])
-                    kids.append(leaf(tid if tid is not None else self._leaf_trie(item[1])))
+                    run.append(tid if tid is not None else self._leaf_trie(item[1]))
                     continue
+                if run:
+                    self._leaves(run, kids)
+                    run = []
                 k = self._build(item, scope)
                 if k is None:
                     return None
                 if not (self.kind[k] == _CAT and not self.kids[k]):  # drop empty strings
                     kids.append(k)
+            if run:
+                self._leaves(run, kids)
             if len(kids) == 1:
                 return kids[0]
             return self._node(_CAT, kids, all([self.nullable[k] for k in kids]))
