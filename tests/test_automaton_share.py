@@ -27,6 +27,7 @@ PATTERNS = [
     r"\[(?:(?:(?&o)|(?:x[0-9]y)+),)*(?:(?&o)|(?:x[0-9]y)+)\]",
     r"(?:(?:a|b)(?:c|d))?(?:(?:a|b)(?:c|d))?(?:)(?:(?:a|b)(?:c|d))?",   # nullable shared subtrees
     r"(?:[^\x00-\x7f]|ab)(?:[^\x00-\x7f]|ab)(?:[^\x00-\x7f]|ab)",         # multi-byte leaves
+    r"(?(DEFINE)(?P<d>(?:ab|cd)))(?:ab|cd)x(?&d)(?:y(?&d))?",              # a definition's body shared
 ]
 
 
