@@ -89,6 +89,41 @@ def utf8_sequences(ranges: tuple) -> tuple:
 # size of the expanded pattern (large JSON Schemas expand to 10^5..10^6 copies).
 _CLS, _CAT, _ALT, _REP, _REF = range(5)
 END = ("end",)  # the position "the match is complete"
+#: a subtree met again is built once as an implicit definition when it has this many nodes
+SHARE_MIN_NODES = 4
+_UNSEEN, _PLAIN = object(), object()  # _Forest._shared: not built yet / built at each place
+
+
+def _repeated(tree) -> set:
+    """``id`` of each concatenation, alternation or repetition that occurs more than once in
+    ``tree`` as the same object. The walk enters each object once, so the parts of a
+    repeated subtree count once (its copies are calls of one definition), unless they
+    also occur elsewhere.
+
+    >>> t = ("cat", (("alt", (("cls", ((97, 97),)), ("cls", ((98, 98),)))),) * 2)
+    >>> _repeated(t) == {id(t[1][0])}
+    True
+    """
+    seen, again, todo = set(), set(), [tree]
+    while todo:
+        node = todo.pop()
+        kind = node[0]
+        if kind == "def":
+            todo.append(node[2])
+            todo.extend(body for _, body in node[1])
+            continue
+        if kind != "cat" and kind != "alt" and kind != "rep":
+            continue
+        i = id(node)
+        if i in seen:
+            again.add(i)
+            continue
+        seen.add(i)
+        if kind == "rep":
+            todo.append(node[1])
+        else:
+            todo.extend(node[1])
+    return again
 
 
 class _Forest:
@@ -105,9 +140,19 @@ class _Forest:
     (call nodes, outermost first) next to its counters, so leaving the
     definition continues after the right call. Calls are not recursive, so
     stacks are bounded and the automaton stays finite.
+
+    With ``share`` (the default) a subtree that the parse tree holds more than once
+    (the same object: the parser gives equal groups one tree, and a JSON Schema's regex
+    repeats a string's or a number's group hundreds of times) becomes such a definition
+    too, built once and called from each place, when it has at least
+    :data:`SHARE_MIN_NODES` nodes and no counted repetition encloses the place (the
+    counted regions of ``counted_region.py`` read a copy's body as one tree). The
+    positions differ (a call stack instead of a copy's nodes) but correspond one to one,
+    in the same order, so the DFA is the same, state for state
+    (``tests/test_automaton_share.py``); only the build is smaller (issue #12).
     """
 
-    def __init__(self):
+    def __init__(self, share: bool = True):
         self.kind: list[int] = []
         self.kids: list[tuple] = []
         self.parent: list[int] = []
@@ -124,6 +169,10 @@ class _Forest:
         self._first: dict = {}
         self._after: dict = {}
         self._paths: dict = {}
+        self.share = share
+        self._again: set = set()
+        self._shared: dict = {}
+        self._counting = 0  # counted repetitions around the subtree being built
 
     def _node(self, kind, kids=(), nullable=False, lo=0, hi=None, counted=False, trie=-1,
               target=-1) -> int:
@@ -160,17 +209,44 @@ class _Forest:
         self.is_def.append(False)
         return nid
 
+    def _leaves(self, tries: list, out: list) -> None:
+        """``_leaf`` for each of ``tries`` in turn, in bulk; the new ids go to ``out``."""
+        m = len(tries)
+        if m < 3:
+            out.extend([self._leaf(t) for t in tries])
+            return
+        nid = len(self.kind)
+        self.kind += [_CLS] * m
+        self.kids += [()] * m
+        self.parent += [-1] * m
+        self.slot += [0] * m
+        self.nullable += [False] * m
+        self.lo += [0] * m
+        self.hi += [None] * m
+        self.counted += [False] * m
+        self.trie += tries
+        self.target += [-1] * m
+        self.is_def += [False] * m
+        out.extend(range(nid, nid + m))
+
     def add(self, tree):
         """Add one pattern; return its root node, or None if its language is empty."""
-        if tree[0] != "def":
-            return self._build(tree, {})
-        scope: dict = {}  # name -> root of the built definition (None: empty language)
-        for name, body in tree[1]:
-            root = self._build(body, scope)  # always a new node without a parent
-            if root is not None:
-                self.is_def[root] = True
-            scope[name] = root
-        return self._build(tree[2], scope)
+        # Subtrees met more than once (the same parse-tree object: the parser gives equal
+        # groups one tree) are built once, as implicit definitions with a call at each place
+        self._again = _repeated(tree) if self.share else set()
+        self._shared = {}  # id(subtree) -> its definition's root, None or _PLAIN
+        try:
+            if tree[0] != "def":
+                return self._build(tree, {})
+            scope: dict = {}  # name -> root of the built definition (None: empty language)
+            for name, body in tree[1]:
+                root = self._build(body, scope)  # always a new node without a parent
+                if root is not None:
+                    self.is_def[root] = True
+                scope[name] = root
+            return self._build(tree[2], scope)
+        finally:
+            self._again, self._shared = set(), {}
 
     def _leaf_trie(self, ranges) -> int:
         tid = self._trie_ids.get(ranges)
@@ -194,6 +270,31 @@ class _Forest:
         return tid
 
     def _build(self, node, scope):
+        if node[0] == "cls":
+            if not node[1]:
+                return None
+            tid = self._trie_ids.get(node[1])
+            return self._leaf(tid if tid is not None else self._leaf_trie(node[1]))
+        if id(node) in self._again and not self._counting:
+            got = self._shared.get(id(node), _UNSEEN)
+            if got is _UNSEEN:  # the first place: build it, a definition if worth one
+                start = len(self.kind)
+                got = self._build_plain(node, scope)
+                if got is not None and (len(self.kind) - start < SHARE_MIN_NODES
+                                        or self.kind[got] in (_CLS, _REF) or not self.kids[got]):
+                    self._shared[id(node)] = _PLAIN
+                    return got
+                self._shared[id(node)] = got
+                if got is not None:
+                    self.is_def[got] = True
+            elif got is _PLAIN:
+                return self._build_plain(node, scope)
+            if got is None:
+                return None
+            return self._node(_REF, (), self.nullable[got], 0, None, False, -1, got)
+        return self._build_plain(node, scope)
+
+    def _build_plain(self, node, scope):
         kind = node[0]
         if kind == "ref":
             root = scope[node[1]]
@@ -206,12 +307,25 @@ class _Forest:
             return self._leaf(self._leaf_trie(node[1]))
         if kind == "cat":
             kids = []
+            trie_ids, run = self._trie_ids, []  # run: the leaves read since the last other item
             for item in node[1]:
+                if item[0] == "cls":  # most items: a leaf (a literal run: many), added in bulk
+                    if not item[1]:
+                        self._leaves(run, kids)
+                        return None
+                    tid = trie_ids.get(item[1])
+                    run.append(tid if tid is not None else self._leaf_trie(item[1]))
+                    continue
+                if run:
+                    self._leaves(run, kids)
+                    run = []
                 k = self._build(item, scope)
                 if k is None:
                     return None
                 if not (self.kind[k] == _CAT and not self.kids[k]):  # drop empty strings
                     kids.append(k)
+            if run:
+                self._leaves(run, kids)
             if len(kids) == 1:
                 return kids[0]
             return self._node(_CAT, kids, all([self.nullable[k] for k in kids]))
@@ -223,7 +337,14 @@ class _Forest:
                 return kids[0]
             return self._node(_ALT, kids, any([self.nullable[k] for k in kids]))
         _, item, lo, hi = node
-        k = self._build(item, scope)
+        # no calls inside a counted repetition: counted_region.py reads a copy's body
+        # as one tree (these bounds hold for every repetition that may be counted)
+        counting = lo >= 2 or (hi is not None and hi >= 2)
+        self._counting += counting
+        try:
+            k = self._build(item, scope)
+        finally:
+            self._counting -= counting
         if k is None or hi == 0:
             return self._node(_CAT, (), True) if lo == 0 else None
         if self.nullable[k]:
@@ -360,14 +481,25 @@ class LazyDFA:
     ``max_states`` bounds the DFA states and ``max_nfa_states`` the distinct
     positions (leaf, byte, counters) materialised; both are only reached as
     generation walks, and raise :class:`StateLimitError`.
+
+    ``share_subtrees=False`` builds a copy of a repeated subtree at each place instead
+    of one shared definition (see :class:`_Forest`): the same automaton, a larger build.
+
+    >>> tree = parse("(?:ab|cd)x(?:ab|cd)")
+    >>> a, b = LazyDFA([tree]), LazyDFA([tree], share_subtrees=False)
+    >>> len(a._forest.kind) < len(b._forest.kind), a.explore(100), b.explore(100)
+    (True, True, True)
+    >>> a.num_states == b.num_states and bool((a.table[:a.num_states] == b.table[:b.num_states]).all())
+    True
     """
 
     def __init__(self, trees, *, strip_leading_space: bool = False,
-                 max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES):
+                 max_states: int = DEFAULT_MAX_STATES, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
+                 share_subtrees: bool = True):
         self.max_states = int(max_states)
         self.max_nfa_states = int(max_nfa_states)
         self.strip_leading_space = bool(strip_leading_space)
-        forest = self._forest = _Forest()
+        forest = self._forest = _Forest(share=share_subtrees)
         roots = [forest.add(t) for t in trees]
         bounds = {0, 256}
         for trie in forest.tries:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 5  # 5: one .npy byte array per file instead of an .npz
+FORMAT_VERSION = 6  # 5: one .npy byte array per file; 6: automaton positions numbered over shared subtrees
 ENV = "HF_CONSTRAINED_CACHE"
 
 try:  # POSIX advisory locks; elsewhere builds may duplicate but stay correct

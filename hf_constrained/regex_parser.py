@@ -59,6 +59,7 @@ _DEFINE = "(?(DEFINE)"
 # (ASCII punctuation and space) is the literal character itself.
 _NOT_PLAIN = frozenset("\\[(.*+?{^$|)")
 _QUANTIFIER_START = frozenset("*+?{")
+_SIMPLE_QUANTIFIERS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
 _PLAIN_RUN = re.compile(r"[^\\\[(.*+?{^$|)]+")
 _ESCAPED_LITERAL = frozenset("!\"#%&'()*+,-./:;<=>?@[\\]^_`{|}~ $")
 # The text a character class most likely spans: a cache key only, a parse stores
@@ -71,6 +72,7 @@ _CACHE_MAX = 4096
 _TO_PAREN = re.compile(r"(?:[^()\\\[]++|\\.|\[\^?\]?(?:[^\]\\]++|\\.)*+\])*+[()]", re.S)
 _CLASS_CACHE: dict = {}  # class text -> ranges, for parsers without shorthand overrides
 _LITERALS: dict = {}     # code point -> ("cls", ranges)
+_CHAR_NODES: dict = {}   # character -> the same node
 
 
 def normalize_ranges(ranges) -> tuple:
@@ -247,7 +249,8 @@ class _Parser:
 
     def alternation(self, top: bool = False):
         options = [self.concatenation(top)]
-        while self.peek() == "|":
+        p, n = self.p, len(self.p)
+        while self.i < n and p[self.i] == "|":
             self.i += 1
             options.append(self.concatenation(top))
         return options[0] if len(options) == 1 else ("alt", tuple(options))
@@ -271,13 +274,18 @@ class _Parser:
                 if end < n and p[end] in _QUANTIFIER_START:
                     end -= 1  # the run's last character is quantified: the general path
                 if end > pos:
-                    lits = _LITERALS
-                    for ch in p[pos:end]:
-                        cp = ord(ch)
-                        node = lits.get(cp)
-                        items.append(node if node is not None else _literal(cp))
+                    run = p[pos:end]
+                    nodes = list(map(_CHAR_NODES.get, run))  # one C-level pass per run
+                    items += nodes if None not in nodes else map(_char_node, run)
                     self.i = end
                     last_quantified = False
+                    continue
+                # one literal and "?" with no other quantifier after it (JSON's " ?"): what
+                # atom() + quantifiers() would give, ("?" then "?", "+", "*" or "{": there)
+                if p[pos + 1] == "?" and (pos + 2 >= n or p[pos + 2] not in _QUANTIFIER_START):
+                    items.append(("rep", _literal(ord(c)), 0, 1))
+                    self.i = pos + 2
+                    last_quantified = True
                     continue
             elif c == "\\" and pos + 1 < n and p[pos + 1] in _ESCAPED_LITERAL:
                 if pos + 2 >= n or p[pos + 2] not in _QUANTIFIER_START:
@@ -285,7 +293,7 @@ class _Parser:
                     self.i = pos + 2
                     last_quantified = False
                     continue
-            if c in "^$" or (c == "\\" and self.peek(1) in ("A", "Z")):
+            if c in "^$" or (c == "\\" and pos + 1 < n and p[pos + 1] in "AZ"):
                 anchor = self._anchor(c if c != "\\" else "\\" + self.peek(1), pos, top, start)
                 if isinstance(anchor, tuple):
                     items.append(anchor)
@@ -343,12 +351,13 @@ class _Parser:
         )
 
     def quantifiers(self, atom, seen: bool = False):
+        p, n = self.p, len(self.p)
         while True:
             pos = self.i
-            c = self.peek()
-            if c and c in "*+?":
+            c = p[pos] if pos < n else ""
+            if c in _SIMPLE_QUANTIFIERS:
                 self.i += 1
-                lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
+                lo, hi = _SIMPLE_QUANTIFIERS[c]
             elif c == "{":
                 q = self._counted()
                 if q is None:
@@ -361,9 +370,10 @@ class _Parser:
             if atom is None:
                 self.error("nothing to repeat", pos)
             seen = True
-            if self.peek() == "?":
+            c = p[self.i] if self.i < n else ""
+            if c == "?":
                 self.i += 1  # lazy: same language
-            elif self.peek() == "+":
+            elif c == "+":
                 self.unsupported(
                     "possessive quantifier", self.i, "use a plain quantifier instead"
                 )
@@ -381,12 +391,12 @@ class _Parser:
         return lo, hi
 
     def atom(self):
-        c = self.peek()
+        c = self.p[self.i]  # never at the end: concatenation() calls it on a character
+        if c == "(":
+            return self.group()
         pos = self.i
         if c in "*+?" or (c == "{" and self._counted_lookahead()):
             self._nothing_to_repeat()
-        if c == "(":
-            return self.group()
         if c == "[":
             return ("cls", self.char_class())
         if c == ".":
@@ -435,7 +445,7 @@ class _Parser:
                     return got[0]
         names = len(self.names)
         self.i += 1
-        if self.peek() == "?":
+        if self.p.startswith("?", self.i):
             kind = self.p[self.i : self.i + 4]
             if kind.startswith("?:"):
                 self.i += 2
@@ -476,7 +486,7 @@ class _Parser:
             self.error("too deeply nested")
         inner = self.alternation(top=False)
         self.depth -= 1
-        if self.peek() != ")":
+        if not self.p.startswith(")", self.i):
             self.error("missing ), unterminated subpattern", pos)
         self.i += 1
         if cache is not None and len(self.names) == names:  # no named group inside
@@ -630,6 +640,16 @@ def _literal(cp: int):
         node = ("cls", normalize_ranges([(cp, cp)]))
         if len(_LITERALS) < _CACHE_MAX:
             _LITERALS[cp] = node
+    return node
+
+
+def _char_node(ch: str):
+    """``_literal(ord(ch))``, remembered by character (literal runs look them up in bulk)."""
+    node = _CHAR_NODES.get(ch)
+    if node is None:
+        node = _literal(ord(ch))
+        if len(_CHAR_NODES) < _CACHE_MAX:
+            _CHAR_NODES[ch] = node
     return node
 
 

@@ -13,7 +13,7 @@ import pytest
 from pathlib import Path
 
 from hf_constrained.automaton import LazyDFA
-from hf_constrained.errors import RegexSyntaxError, StateLimitError
+from hf_constrained.errors import RegexSyntaxError, StateLimitError, UnsupportedRegexError
 from hf_constrained.regex_parser import _CLASS_CACHE, _Parser, parse
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "jsonschemabench"
@@ -217,3 +217,33 @@ def test_group_cache_on_corpus_regexes():
         hits += len(parser._groups) < regex.count("(")
         checked += 1
     assert checked >= 20 and hits >= checked // 2, (checked, hits)
+
+
+def _error(pattern):
+    """``(type, position, message without the position and pointer)`` of parsing ``pattern``,
+    or None when it parses."""
+    try:
+        parse(pattern)
+    except (RegexSyntaxError, UnsupportedRegexError) as e:
+        return type(e), e.pos, str(e).split("\n")[0].replace(f"position {e.pos}", "")
+    return None
+
+
+@pytest.mark.parametrize("tail", ["", "b", "??", "?b", "*", "+", "{2}", "{1,3}", "{", "{,}", "{2,1}", "|b",
+                                  ")", "?*", "?+", "?{2}", "??*", "(?#c)*"])
+@pytest.mark.parametrize("lead", ["", "x", "\\.", "(?:y)"])
+def test_optional_literal_shortcut_is_the_general_path(lead, tail):
+    """``a?`` (JSON's `` ?``) is parsed in concatenation() without atom()/quantifiers(): the
+    same tree as the general path (``[a]?``: a class always takes it), and the same error
+    at the same place, whatever follows."""
+    short, general = lead + "a?" + tail, lead + "[a]?" + tail
+    expected = _error(general)
+    if expected is not None:
+        kind, pos, msg = expected
+        assert _error(short) == (kind, pos - 2, msg), short
+        return
+    tree = parse(short)
+    assert tree == parse(general), short
+    compiled, dfa = re.compile(short), LazyDFA([tree])
+    for w in ["", "a", "aa", "x", "xa", ".a", "ya", "ab", "b", "aab", "aaa", "xaa"]:
+        assert dfa.fullmatch(w.encode()) == bool(compiled.fullmatch(w)), (short, w)
