@@ -7,17 +7,14 @@ counted repetitions keep their bodies as one tree (``counted_region.py`` reads t
 
 from __future__ import annotations
 
-import json
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hf_constrained.automaton import _REF, LazyDFA
 from hf_constrained.regex_parser import parse
+from corpus import CORPUS, corpus_files, corpus_regexes
 
-CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "jsonschemabench"
 PATTERNS = [
     r"(?:ab|c[d-f]+)x(?:ab|c[d-f]+)y(?:ab|c[d-f]+)",
     r'\{(?:"k":(?:[0-9]+|"[a-z]*"),?)*(?:"k":(?:[0-9]+|"[a-z]*"),?)\}',
@@ -52,20 +49,7 @@ def _same_automaton(shared, plain, limit):
 
 
 def _corpus_trees(n):
-    from hf_constrained import SchemaError
-    from hf_constrained.json_schema import schema_to_regex
-
-    files = sorted(p for d in sorted(CORPUS.iterdir()) if d.is_dir() for p in sorted(d.glob("*.json"))[:n])
-    out = []
-    for path in files:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                regex = schema_to_regex(json.loads(path.read_text(encoding="utf-8")), shared=True)
-        except (SchemaError, ValueError, RecursionError):
-            continue
-        out.append((path.name, parse(regex)))
-    return out
+    return [(path.name, parse(regex)) for path, regex in corpus_regexes(corpus_files(n))]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)

@@ -10,13 +10,12 @@ import random
 import re
 
 import pytest
-from pathlib import Path
 
 from hf_constrained.automaton import LazyDFA
 from hf_constrained.errors import RegexSyntaxError, StateLimitError, UnsupportedRegexError
 from hf_constrained.regex_parser import _CLASS_CACHE, _Parser, parse
+from corpus import CORPUS, corpus_files, corpus_regexes
 
-CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "jsonschemabench"
 PIECES = ["a", "b", "ab", "\\.", "\\-", "\\\\", "\\{", "[a-c]", "[^a]", "[]a]", "[^]b]", "[\\]a]",
           "[\\x41-\\x43]", "[\\d.]", "(?:a|b)", "(?#c)", "{", "}", "]", "a{2}", "a{,}", "é", "\\u00e9"]
 QUANTS = ["", "", "*", "+", "?", "{2}", "{1,3}", "*?", "{,2}"]
@@ -195,21 +194,8 @@ def test_group_cache_keeps_errors():
 def test_group_cache_on_corpus_regexes():
     """The first corpus schemas' regexes (shared definitions, as JSONProcessor makes them):
     the same trees as without the cache, and the cache is used."""
-    import json
-    import warnings
-
-    from hf_constrained import SchemaError
-    from hf_constrained.json_schema import schema_to_regex
-
-    files = sorted(p for d in sorted(CORPUS.iterdir()) if d.is_dir() for p in sorted(d.glob("*.json"))[:5])
     hits = checked = 0
-    for path in files:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                regex = schema_to_regex(json.loads(path.read_text(encoding="utf-8")), shared=True)
-        except (SchemaError, ValueError, RecursionError):
-            continue
+    for path, regex in corpus_regexes(corpus_files(5)):
         parser = _Parser(regex)
         parser.subroutines = True
         tree = parser.parse()
