@@ -45,6 +45,26 @@ from corpus_files import CORPUS, Timeout, install_alarm, round_robin  # noqa: E4
 PHASES = ("convert", "parse", "automaton", "probe", "index", "first_mask", "first_call")
 
 
+def _convert(schema_to_regex, schema, timeout: int, refusals) -> str:
+    """``"ok"``, ``"refused"`` or ``"timeout"`` for one conversion under ``signal.alarm``.
+
+    The outer ``try`` catches an alarm that fires while the result is being handled
+    (after the conversion returned or raised, before ``alarm(0)`` cancelled it)."""
+    try:
+        signal.alarm(timeout)
+        try:
+            schema_to_regex(schema, shared=True)
+            return "ok"
+        except Timeout:
+            return "timeout"
+        except refusals:
+            return "refused"
+        finally:
+            signal.alarm(0)
+    except Timeout:
+        return "timeout"
+
+
 def corpus(n: int, root: Path = CORPUS, timeout: int = 5):
     """``n`` (name, schema) pairs that ``schema_to_regex`` accepts, round-robin over the datasets."""
     from hf_constrained import SchemaError, schema_to_regex
@@ -61,18 +81,12 @@ def corpus(n: int, root: Path = CORPUS, timeout: int = 5):
         # a timeout is retried once: the first conversions also fill per-process caches, and
         # on a loaded machine one took over 5 s, so two runs picked different schemas
         for attempt in range(2):
-            signal.alarm(timeout)
-            try:
-                schema_to_regex(schema, shared=True)
-            except Timeout:
-                if attempt == 0:
-                    continue
-                break
-            except (SchemaError, RecursionError, ValueError, TypeError, KeyError):
-                break
-            finally:
-                signal.alarm(0)
-            out.append((f"{path.parent.name}/{path.name}", schema))
+            result = _convert(schema_to_regex, schema, timeout, (SchemaError, RecursionError, ValueError,
+                                                                 TypeError, KeyError))
+            if result == "timeout" and attempt == 0:
+                continue
+            if result == "ok":
+                out.append((f"{path.parent.name}/{path.name}", schema))
             break
     return out
 
