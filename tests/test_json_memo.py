@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import warnings
+from pathlib import Path
 
 import pytest
 import regex as regex_module
@@ -19,6 +20,8 @@ import regex as regex_module
 from hf_constrained.json_schema import SchemaError, canonical, limits, schema_to_regex
 from hf_constrained.json_schema.converter import _Converter
 from hf_constrained.json_schema.regex_text import _char, _json_text, _lit
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "jsonschemabench"
 
 POINT = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "number"}},
          "required": ["x"], "additionalProperties": False}
@@ -75,9 +78,18 @@ NO_BRANCH = {"$defs": {"either": {"oneOf": [{"type": "string", "pattern": "a"},
 WIDE = {"$defs": {"p": POINT}, "type": "object",
         "properties": {f"k{i}": {"$ref": "#/$defs/p"} for i in range(30)}, "additionalProperties": False}
 
+# oneOf separators and dependentRequired splits make {name: false} maps anew each time (part 21)
+FORBID = {"$defs": {"v": {"type": "object", "oneOf": [
+    {"properties": {"a": {"type": "integer"}, "b": False}, "required": ["a"]},
+    {"properties": {"a": {"type": "string"}, "c": {"const": 1}}, "required": ["b"]}],
+    "dependentRequired": {"a": ["c"], "c": ["a"]}}},
+    "type": "object", "properties": {"x": {"$ref": "#/$defs/v"}, "y": {"$ref": "#/$defs/v"},
+                                     "b": {"type": "null"}}, "dependentRequired": {"x": ["y"]},
+    "oneOf": [{"required": ["x"]}, {"properties": {"x": False}}]}
+
 SCHEMAS = {"point": POINT, "tree": TREE, "mutual": MUTUAL, "depths": DEPTHS, "scalars": SCALARS,
            "one_of": ONE_OF, "dependent": DEPENDENT, "bases": BASES, "endless": ENDLESS, "no_branch": NO_BRANCH,
-           "wide": WIDE}
+           "wide": WIDE, "forbid": FORBID}
 
 
 def _convert(schema, memo: bool, monkeypatch, depth: int = 3, shared: bool = False):
@@ -286,3 +298,30 @@ def test_ref_targets_kept_at_every_use():
     rx = schema_to_regex(raw, whitespace="")
     assert regex_module.fullmatch(rx, '{"a":1,"b":null,"c":2,"e":[3]}')
     assert not regex_module.fullmatch(rx, '{"c":"x"}')
+
+
+def test_memo_keys_maps_of_scalars_by_value():
+    """{name: false} made twice is one key (a oneOf separator, a dependentRequired split); other
+    names, values or value classes, or another order, are other keys."""
+    from hf_constrained.json_schema.memo import _Memo
+    from hf_constrained.json_schema.schemas import _Part
+
+    def key(props, ptr="/p"):
+        return _Memo.key([_Part({"type": "object", "properties": props}, ptr, (1,))])
+
+    assert key({"a": False}) == key(dict(a=False))
+    assert len({key({"a": False}), key({"a": True}), key({"b": False}), key({"a": 0}), key({"a": None}),
+                key({"a": False, "b": False}), key({"b": False, "a": False}), key({"a": False}, "/q"),
+                key({"a": {}})}) == 9
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"JSONSchemaBench corpus not found at {CORPUS}")
+def test_memo_reuses_oneof_dependency_conjunctions(monkeypatch):
+    """Github_medium o11667 (oneOf + dependencies): 95 conversions stored, not 121 (its
+    separators' {name: false} keyed by identity), the same text as without the memo."""
+    schema = json.loads((CORPUS / "Github_medium" / "o11667.json").read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text, conv = _convert(schema, True, monkeypatch, shared=True)
+        assert text == _convert(schema, False, monkeypatch, shared=True)[0]
+    assert sum(len(v) for v in conv.memo.entries.values()) <= 95

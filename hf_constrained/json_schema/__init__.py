@@ -199,7 +199,7 @@ from . import (charsets, containers, converter, keys, limits, logic, memo, patte
                schemas, suite, tokens, typed, values)
 from .charsets import _MAX_CP, _class, _encode_charset
 from .converter import _Converter, _TextLimit
-from .drafts import canonical, check_metaschema, detect_draft
+from .drafts import _canonical, canonical, check_metaschema, detect_draft
 from .keys import _join_members, _key_excluding
 from .limits import (ANY_VALUE_MAX_DEPTH, MAX_CONVERSIONS, MAX_NEGATION_ALTERNATIVES, MAX_REGEX_TEXT,
                      NUMBER_FRACTION_DIGITS, SHARE_MIN_TEXT, WHITESPACE)
@@ -308,7 +308,8 @@ def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int
         raise ValueError("max_recursion_depth must be an integer >= 1")
 
     def convert(share: bool) -> str:
-        conv = converter(canon, ws, max_recursion_depth)
+        conv = converter(canon, ws, max_recursion_depth, indexed) if converter is _Converter else \
+            converter(canon, ws, max_recursion_depth)
         # Draft 04 counts 1.0 as a number but not as an integer: write integral values bare.
         conv.integral_floats = not draft4
         conv.share = share
@@ -316,7 +317,7 @@ def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int
 
     with gc_paused():  # the rewrite allocates a dict per subschema too: no collection meanwhile
         check_metaschema(root)
-        canon, draft4 = canonical(root, strict=strict), detect_draft(root)[0] == "draft4"
+        (canon, indexed), draft4 = _canonical(root, strict), detect_draft(root)[0] == "draft4"
         if shared is None:
             try:
                 return convert(False)

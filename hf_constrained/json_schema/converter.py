@@ -33,7 +33,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
 
     MEMO = True  # reuse conversions (:class:`_Memo`); recursive.py's rule converter does not
 
-    def __init__(self, root: Any, whitespace: str, max_depth: int):
+    def __init__(self, root: Any, whitespace: str, max_depth: int, indexed: bool = True):
         self.root = root
         self.ws = whitespace
         self.max_depth = max_depth
@@ -55,7 +55,12 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         # unevaluated* depend on which subschemas *evaluated* a member: the
         # negation-based rewrites of oneOf/not/if would change that
         self.has_unevaluated = False  # any subschema with unevaluated*: set by _index_resources
-        self._index_resources()
+        self.plain = not indexed  # no $id/anchor/unevaluated* anywhere (drafts._canonical): one base URI, ""
+        if self.plain:  # what _index_resources finds for such a schema, without its walk
+            self.resources, self.anchors, self.base_of = {"": (root, "")}, {}, {"": ""}
+            self.base_uri, self.one_resource = "", True
+        else:
+            self._index_resources()
         # conversions already made (see _Memo); lineage matters to unevaluated*: none then
         self.memo = _Memo() if self.MEMO and not self.has_unevaluated else None
 
@@ -134,6 +139,8 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         self.one_resource = len({b for b in self.base_of.values()}) <= 1
 
     def _base(self, ptr: str) -> str:
+        if self.plain:
+            return ""
         while ptr not in self.base_of and ptr:
             ptr = ptr.rsplit("/", 1)[0]
         return self.base_of.get(ptr, self.base_uri)

@@ -265,6 +265,8 @@ _REWRITTEN = frozenset({"exclusiveMinimum", "exclusiveMaximum", "items", "additi
                         "additionalProperties", "contains", "propertyNames", "not", "if", "then", "else",
                         "unevaluatedItems", "unevaluatedProperties", "allOf", "anyOf", "oneOf",
                         "prefixItems"})
+#: The keywords :meth:`_Converter._index_resources` looks for (``_Canon.indexed`` says if any is left).
+_INDEXED = frozenset({"$id", "$anchor", "$dynamicAnchor", "unevaluatedProperties", "unevaluatedItems"})
 
 
 class _Canon:
@@ -276,6 +278,12 @@ class _Canon:
         self.strict = strict
         self.misses: dict = {}
         self.guesses: dict = {}  # unknown keyword -> near_miss(): one edit-distance scan per word
+        # Whether some rewritten subschema holds an _INDEXED keyword.  Every subschema of the
+        # output that the converter walks is one that schema() returned (the subschema
+        # keywords the converter walks, except $defs/definitions and the dropped
+        # contentSchema, are all in _REWRITTEN), so False means the converter's resource
+        # index is the trivial one: one resource, no anchors, no unevaluated*.
+        self.indexed = False
 
     def schema(self, s: Any, ptr: str) -> Any:
         if not isinstance(s, dict):
@@ -314,6 +322,8 @@ class _Canon:
             out = {k: v for k, v in out.items() if k in ("$ref", "definitions", "$defs")}
         if self.draft == LENIENT and out.get("minContains") == 0:
             out["minContains"] = 1  # drafts 06/07 require `contains` regardless
+        if not self.indexed and not out.keys().isdisjoint(_INDEXED):
+            self.indexed = True
         return self._rewrite(out, ptr)
 
     def _rewrite(self, out: dict, ptr: str) -> dict:
@@ -376,9 +386,20 @@ class _Canon:
 def canonical(schema: Any, *, strict: bool = False) -> Any:
     """The 2020-12 schema with the meaning of ``schema`` under its own draft
     (see the module docstring).  Warns once per near-miss keyword."""
+    return _canonical(schema, strict)[0]
+
+
+def _canonical(schema: Any, strict: bool) -> tuple[Any, bool]:
+    """``(canonical(schema), indexed)``: ``indexed`` is False when no subschema of the result
+    has ``$id``, ``$anchor``, ``$dynamicAnchor`` or ``unevaluated*`` (the converter then skips
+    its resource index walk).
+
+    >>> _canonical({"properties": {"a": {"$id": "a.json"}}}, False)[1], _canonical({"type": "string"}, False)[1]
+    (True, False)
+    """
     draft, explicit = detect_draft(schema)
     c = _Canon(draft, explicit, strict)
     out = c.schema(schema, "")
-    out = keep_ref_targets(schema, out, c.schema)  # $refs into dropped keywords
+    out = keep_ref_targets(schema, out, c.schema)  # $refs into dropped keywords (rewritten by c too)
     c.warn()
-    return out
+    return out, c.indexed

@@ -8,7 +8,9 @@ each conversion's result, keyed by what the conversion reads:
 * the flattened conjunction: per non-empty part its keywords with their values
   (subschemas, and lists or dicts holding them, by identity: the memo keeps them
   alive, so an identity is never reused; scalars and lists of scalars by value
-  and class, as ``True == 1``; floats by ``repr``, as ``-0.0 == 0.0``) and, when
+  and class, as ``True == 1``; floats by ``repr``, as ``-0.0 == 0.0``; dicts of such
+  scalars, like the ``{name: false}`` a oneOf separator or a ``dependentRequired`` split
+  makes anew each time, by their items in order) and, when
   it has a subschema, its JSON pointer (the base URI of a ``$ref`` below, and the
   pointers in ``cuts`` and ``empty_reasons``, come from it).  A part without
   subschemas converts the same wherever it is (``{"type": "string"}``: one
@@ -75,6 +77,12 @@ class _Memo:
                         key.append((k, c, tuple(v), tuple(x.__class__ for x in v)))
                     elif c is float:
                         key.append((k, c, repr(v)))
+                    elif c is dict and all(x.__class__ in _BY_VALUE for x in v.values()) and all(
+                            x.__class__ is str for x in v):
+                        # a map of scalars (the {name: false} of a separator or negation, made
+                        # anew each time): by value, in order, with the classes and the place
+                        key.append((k, c, tuple(v.items()), tuple(x.__class__ for x in v.values())))
+                        key[at] = ptr
                     else:  # a subschema (or a list, dict of them...): by identity, kept alive
                         key.append((k, id(v)))
                         key[at] = ptr
