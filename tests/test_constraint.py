@@ -121,16 +121,23 @@ def test_word_engine_assisted(local_tok, local_model):
 
 
 def test_uncacheable_engine_gets_fresh_masks(local_tok, local_model):
-    """cacheable=False: the shell keeps no per-state mask table and asks every step."""
-    engine = words(local_tok, CITIES, cacheable=False)
+    """cacheable=False: the shell keeps no per-state mask table and asks every step.
+
+    Two prompts with one word each, of different lengths: the first row finishes
+    while the second goes on, so FINISHED is needed at several steps (the shell
+    asks for it only when a step has a finished row) and must be asked each time."""
+    engine = words(local_tok, ["Rome"], ["kiwi kiwi kiwi"], cacheable=False)
     asked = []
     real = engine.allowed_mask
     engine.allowed_mask = lambda q, w: asked.append(q) or real(q, w)
     proc = ConstrainedProcessor(engine, local_tok, mask_layout="sparse")
-    out = local_model.generate(**local_tok(["City:"], return_tensors="pt"), logits_processor=[proc],
-                               do_sample=True, num_return_sequences=3, max_new_tokens=8)
-    assert all(any(c.startswith(t) for c in CITIES) for t in proc.decode(out))
-    assert asked.count(FINISHED) > 1 and proc._tables == {}
+    out = local_model.generate(**local_tok(["City:", "Fruit:"], return_tensors="pt", padding=True),
+                               logits_processor=[proc], do_sample=False, max_new_tokens=30)
+    assert [t.strip() for t in proc.decode(out)] == ["Rome", "kiwi kiwi kiwi"]
+    steps_with_a_finished_row = len(local_tok.encode("kiwi kiwi kiwi", add_special_tokens=False)) - \
+        len(local_tok.encode("Rome", add_special_tokens=False))
+    assert steps_with_a_finished_row >= 2
+    assert asked.count(FINISHED) >= steps_with_a_finished_row and proc._tables == {}
 
 
 def test_base_class_defaults(local_tok):
