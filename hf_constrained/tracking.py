@@ -119,7 +119,27 @@ def count_prompts(input_ids: torch.Tensor, config, num_patterns: int, per_prompt
     return n if n else 1
 
 
-class Record:
+class _LazyRowHash:
+    """``last_hash``: the row hashes of the last ``input_ids``. A one-row step leaves
+    them pending (``_pending``: those ids) and they are computed here the first time
+    they are read; setting ``last_hash`` drops any pending ids."""
+
+    __slots__ = ()
+
+    @property
+    def last_hash(self):
+        h, ids = self._last_hash, self._pending
+        if h is None and ids is not None:
+            h = self._last_hash = _hash(ids, _powers(ids.shape[1], ids.device))
+            self._pending = None
+        return h
+
+    @last_hash.setter
+    def last_hash(self, h):
+        self._last_hash, self._pending = h, None
+
+
+class Record(_LazyRowHash):
     """What ``decode()`` needs of a call once it is over (small: no per-step state).
 
     ``prompt_ids`` are the call's first ``input_ids`` (rows x prompt_len, on
@@ -145,20 +165,6 @@ class Record:
         self._pending = None  # the last ids, while their hash is not computed yet (one-row steps)
         self.hash_len = 0
         self.weights = None  # a weights.WeightTracker with track_weights=True (issue 14)
-
-    @property
-    def last_hash(self):
-        """Row hashes of the last ``input_ids``; a one-row step leaves them to be
-        computed here, from its ids, the first time they are read."""
-        h, ids = self._last_hash, self._pending
-        if h is None and ids is not None:
-            h = self._last_hash = _hash(ids, _powers(ids.shape[1], ids.device))
-            self._pending = None
-        return h
-
-    @last_hash.setter
-    def last_hash(self, h):
-        self._last_hash, self._pending = h, None
 
     def hash_later(self, ids: torch.Tensor) -> None:
         """The last ``input_ids`` are ``ids``: their hashes are computed when read."""
@@ -227,7 +233,7 @@ def _same_prompts(prompts: torch.Tensor, known: torch.Tensor) -> bool:
     return bool((prompts[:, None, :] == known[None]).all(-1).any(1).all())
 
 
-class Run:
+class Run(_LazyRowHash):
     """Tracking state of one generate() call.
 
     ``hist[g] = (parent row in hist[g-1] or -1, state)`` for generated length ``g``.
@@ -256,8 +262,8 @@ class Run:
         self.last_ids = input_ids.clone()
         self.record = Record(self.last_ids, num_prompts, prompt_starts)
         self.hist = [(None, self.start_states.copy())]
-        self._last_hash = None
-        self._hash_pending = False  # the hash of last_ids is computed when read (one-row steps)
+        self._last_hash = None  # row hashes of last_ids (None when a step skipped tokens)
+        self._pending = None  # last_ids while their hash is not computed yet (one-row steps)
         self.inplace = inplace
         # Min-length processors only ban EOS: their conflicts are checked exactly
         # on the host. Any other banning processor needs a look at the scores.
@@ -270,20 +276,6 @@ class Run:
     @property
     def prompt_ids(self) -> torch.Tensor:
         return self.record.prompt_ids
-
-    @property
-    def last_hash(self):
-        """Row hashes of :attr:`last_ids` (None when a step skipped tokens); after a
-        one-row step computed from its ids the first time they are read."""
-        if self._last_hash is None and self._hash_pending:
-            ids = self.last_ids
-            self._last_hash = _hash(ids, _powers(ids.shape[1], ids.device))
-            self._hash_pending = False
-        return self._last_hash
-
-    @last_hash.setter
-    def last_hash(self, h):
-        self._last_hash, self._hash_pending = h, False
 
     def continues(self, input_ids: torch.Tensor, by_tokens: bool = True) -> bool:
         """Shape test: can ``input_ids`` be a later step of this call? Tracked by
@@ -361,7 +353,7 @@ class Run:
         self._record(k + 1, np.zeros(1, dtype=np.int64), states, input_ids)
         # the row hash (what the general path records) is read only by a later general
         # step and by decode(): computed then, from the ids, not on every token
-        self._hash_pending = True
+        self._last_hash, self._pending = None, self.last_ids
         self.record.hash_later(self.last_ids)
         return states
 
