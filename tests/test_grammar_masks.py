@@ -317,3 +317,51 @@ def test_small_lexer_steps_on_python_ints(name, deepseek, monkeypatch):
         for q, m in zip(states, ms):
             assert np.array_equal(slow.index.bits(q), m), (text, q)
     assert slow.automaton.num_states == a.num_states
+
+
+@pytest.mark.parametrize("name", ["arith", "json", "sql"])
+@pytest.mark.parametrize("tok_name", ["deepseek", "mistral"])
+def test_row_bookkeeping_of_cell_filling(name, tok_name, request):
+    """A lexer step's classes per column (``filling.column_classes``, the cells one column
+    fills) are ``inv == col``; a configuration is ``expanded`` exactly when its whole row is
+    filled, and ``_left`` counts the columns still to fill of each partly filled row (the count
+    replaced a row-wide check per cell; Mistral's leading-space rule fills one cell per
+    start state at planning). Expanding the partly filled rows keeps every cell computed so far."""
+    tok = request.getfixturevalue(tok_name)
+    c = GrammarConstraint(GRAMMARS[name], tok)
+    for text in SENTENCES[name]:
+        _states_along(c, tok, text)
+    a = c.automaton
+    assert a._steps and a._left
+    for inv, columns, classes in a._steps.values():
+        assert len(classes) == len(columns)
+        for col, got in enumerate(classes):
+            assert np.array_equal(np.atleast_1d(got), np.flatnonzero(inv == col))
+    table = a.table[:a.num_states]
+    assert np.array_equal(a.expanded[:a.num_states], (table >= 0).all(axis=1))
+    assert set(a._left) <= set(a._plans)
+    for cid, left in a._left.items():
+        plan = a._plans[cid]
+        assert left == len(set(plan[1][a.table[cid] < 0].tolist())) > 0, cid
+    partly = sorted(a._left)[:40]
+    before = a.table[partly].copy()
+    for cid in partly:
+        a.expand(cid)
+    after = a.table[partly]
+    assert (after >= 0).all() and a.expanded[partly].all() and not set(partly) & set(a._left)
+    assert np.array_equal(after[before >= 0], before[before >= 0])
+
+
+def test_row_bookkeeping_with_a_leading_space_column_of_its_own():
+    """The leading-space rule (SentencePiece) fills the space's cell when a start state is
+    planned; where the space is a column of its own, that column is not left to fill."""
+    vocab = Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)] + [b" a", b"ba"],
+                                        strip_leading_space=True)
+    c = GrammarConstraint('start: " " "a" | "b" start?', vocab, eos_token_id=0)
+    a = c.automaton
+    q = int(c.starts[0])
+    assert c.allowed_ids(q).tolist() == brute_force_allowed(c, q) == [1 + ord(" "), 1 + ord("b")]
+    a.expand(q)
+    plan_space = a.table[q, a._space_class]
+    assert a.expanded[q] and plan_space == a._intern(*a._closed_key(q)[:2], False) and not a._left
+    assert np.array_equal(a.expanded[:a.num_states], (a.table[:a.num_states] >= 0).all(axis=1))
