@@ -294,8 +294,10 @@ def test_small_lexer_steps_on_python_ints(name, deepseek, monkeypatch):
     """The lexer steps a lanes x classes table of at most SMALL_STEP cells on Python ints
     (lexer._small_step): every lexer step a walk along the sentences asked for gives each byte
     class the same column (lanes, next states, accepts, goes on) as the numpy step, and with
-    the numpy step alone (SMALL_STEP = 0) the same states, masks and configurations."""
+    the numpy step alone (SMALL_STEP = 0) the same states, masks and configurations (both
+    with the table steps: SPARSE_STEP = False)."""
     from hf_constrained.grammar import lexer
+    monkeypatch.setattr(lexer, "SPARSE_STEP", False)
     fast = GrammarConstraint(GRAMMARS[name], deepseek)
     along = [_states_along(fast, deepseek, text)[1] for text in SENTENCES[name]]
     masks = [[fast.index.bits(q) for q in states] for states in along]
@@ -365,3 +367,31 @@ def test_row_bookkeeping_with_a_leading_space_column_of_its_own():
     plan_space = a.table[q, a._space_class]
     assert a.expanded[q] and plan_space == a._intern(*a._closed_key(q)[:2], False) and not a._left
     assert np.array_equal(a.expanded[:a.num_states], (a.table[:a.num_states] >= 0).all(axis=1))
+
+
+@pytest.mark.parametrize("name", ["arith", "json", "sql"])
+def test_sparse_lexer_steps_equal_the_table_steps(name, deepseek, monkeypatch):
+    """The lexer step from the lanes' live cells (lexer._sparse_step, the default) gives every
+    byte class the same column (lanes, next states, accepts, goes on) as the numpy step over the
+    lanes x classes table, on every lane tuple a walk along the sentences asked for; and with
+    the table steps (SPARSE_STEP = False) the same states, masks and configurations."""
+    from hf_constrained.grammar import lexer
+    fast = GrammarConstraint(GRAMMARS[name], deepseek)
+    along = [_states_along(fast, deepseek, text)[1] for text in SENTENCES[name]]
+    masks = [[fast.index.bits(q) for q in states] for states in along]
+    a = fast.automaton
+    assert len(a._moves) > 10
+    for states in a._moves:
+        st = np.array(states, dtype=np.int64)
+        sparse = lexer._sparse_step(a.lexer, a._goes_on, states, {})
+        full = lexer._numpy_step(a.lexer, a._goes_on, a.lexer.table[st])
+        assert len(sparse[0]) == len(full[0]) == a.lexer.n_classes
+        for k in range(a.lexer.n_classes):
+            assert sparse[1][sparse[0][k]] == full[1][full[0][k]], (states, k)
+    monkeypatch.setattr(lexer, "SPARSE_STEP", False)
+    slow = GrammarConstraint(GRAMMARS[name], deepseek)
+    assert [_states_along(slow, deepseek, text)[1] for text in SENTENCES[name]] == along
+    for text, states, ms in zip(SENTENCES[name], along, masks):
+        for q, m in zip(states, ms):
+            assert np.array_equal(slow.index.bits(q), m), (text, q)
+    assert slow.automaton.num_states == a.num_states

@@ -200,7 +200,7 @@ class CellFilling:
         so it is kept per tuple (the numpy work of a row; ``_moves`` holds the step itself)."""
         got = self._steps.get(states)
         if got is None:
-            inv, columns = step = lexer.lexer_step(self.lexer, self._goes_on, states)
+            inv, columns = step = lexer.lexer_step(self.lexer, self._goes_on, states, self._live_rows)
             got = (inv, columns, column_classes(inv, len(columns)))
             if len(self._steps) >= self.MOVES_MEMO:
                 self._steps.clear()
