@@ -373,7 +373,8 @@ def test_row_bookkeeping_with_a_leading_space_column_of_its_own():
 def test_sparse_lexer_steps_equal_the_table_steps(name, deepseek, monkeypatch):
     """The lexer step from the lanes' live cells (lexer._sparse_step, the default) gives every
     byte class the same column (lanes, next states, accepts, goes on) as the numpy step over the
-    lanes x classes table, on every lane tuple a walk along the sentences asked for; and with
+    lanes x classes table, on every lane tuple a walk along the sentences asked for (equal
+    columns of different steps shared as one tuple); and with
     the table steps (SPARSE_STEP = False) the same states, masks and configurations."""
     from hf_constrained.grammar import lexer
     fast = GrammarConstraint(GRAMMARS[name], deepseek)
@@ -381,6 +382,8 @@ def test_sparse_lexer_steps_equal_the_table_steps(name, deepseek, monkeypatch):
     masks = [[fast.index.bits(q) for q in states] for states in along]
     a = fast.automaton
     assert len(a._moves) > 10
+    cols = [c for _, cs in a._moves.values() for c in cs]   # equal columns are one tuple (column_memo)
+    assert len({id(c) for c in cols}) == len(set(cols)) < len(cols)
     for states in a._moves:
         st = np.array(states, dtype=np.int64)
         sparse = lexer._sparse_step(a.lexer, a._goes_on, states, {})

@@ -94,6 +94,7 @@ class ConfigAutomaton(CellFilling):
         self._moves: dict = {}          # lane states -> lexer.lexer_step
         self._steps: dict = {}          # lane states -> _lexer_moves
         self._live_rows: dict = {}      # lexer state -> lexer.live_row
+        self._column_memo: dict = {}    # lexer column -> itself (one tuple per distinct column)
         self._left: dict = {}           # cid -> columns still to fill, while its row is partly filled
         self._plans: dict = {}          # cid -> _plan, while its row is partly filled
         self._keys: list = []           # cid -> (boundary, threads, strip, pending scans)

@@ -200,11 +200,13 @@ class CellFilling:
         so it is kept per tuple (the numpy work of a row; ``_moves`` holds the step itself)."""
         got = self._steps.get(states)
         if got is None:
-            inv, columns = step = lexer.lexer_step(self.lexer, self._goes_on, states, self._live_rows)
+            inv, columns = step = lexer.lexer_step(self.lexer, self._goes_on, states, self._live_rows,
+                                                   self._column_memo)
             got = (inv, columns, column_classes(inv, len(columns)))
             if len(self._steps) >= self.MOVES_MEMO:
                 self._steps.clear()
                 self._moves.clear()
+                self._column_memo.clear()
             self._steps[states] = got
             self._moves[states] = step
         return got
