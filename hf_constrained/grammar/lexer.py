@@ -119,23 +119,28 @@ def _small_step(lexer: LazyDFA, goes_on, moves: np.ndarray) -> tuple:
     return np.array(inv, dtype=np.intp), tuple(columns)
 
 
-def live_row(lexer: LazyDFA, s: int) -> tuple:
-    """The live cells of lexer state ``s``'s row, flat ``(class, next state, ...)`` (ints: the
-    collector stops tracking the tuple on its first pass)."""
+def live_row(lexer: LazyDFA, goes_on, s: int) -> tuple:
+    """The live cells of lexer state ``s``'s row, flat ``(class, next state, accepts, goes on,
+    ...)`` (ints: the collector stops tracking the tuple on its first pass)."""
     if not lexer.expanded[s]:
         lexer.expand(s)
-    return tuple([x for k, t in enumerate(lexer.table[s].tolist()) if t for x in (k, t)])
+    acc, out = lexer.accepting, []
+    for k, t in enumerate(lexer.table[s].tolist()):
+        if t:
+            out += (k, t, int(acc[t]), int(goes_on(t)))
+    return tuple(out)
 
 
 def _sparse_step(lexer: LazyDFA, goes_on, states: tuple, live_rows: dict, column_memo: dict | None = None) -> tuple:
     """:func:`lexer_step` from the lanes' live cells alone (``live_rows``: lexer state ->
-    :func:`live_row`, kept by the caller). A grammar's lanes are mostly terminals that go on
-    with one or two byte classes (a keyword's next letter), so the cells that are not dead are
-    a few per lane, where the lanes x classes table has ~20 x 100: this costs about half of
-    the numpy step. The same columns as :func:`_small_step` (numbered by first use), each a
-    column's live lanes in lane order. ``column_memo`` (column -> itself), when given, makes
-    equal columns of different steps one tuple: a SQL replay's 3k steps hold ~85k columns,
-    ~13k distinct, each a tuple the cyclic collector would pass over once.
+    :func:`live_row`, kept by the caller: a cell's flags are read once per lexer state, not
+    once per step). A grammar's lanes are mostly terminals that go on with one or two byte
+    classes (a keyword's next letter), so the cells that are not dead are a few per lane,
+    where the lanes x classes table has ~20 x 100: this costs about half of the numpy step.
+    The same columns as :func:`_small_step` (numbered by first use), each a column's live
+    lanes in lane order. ``column_memo`` (column -> itself), when given, makes equal columns
+    of different steps one tuple: a SQL replay's 3k steps hold ~85k columns, ~13k distinct,
+    each a tuple the cyclic collector would pass over once.
 
     >>> dfa = terminal_dfa(["ab", "a+"], ["AB", "AS"])
     >>> st = np.array(dfa.starts)
@@ -150,30 +155,20 @@ def _sparse_step(lexer: LazyDFA, goes_on, states: tuple, live_rows: dict, column
     for i, s in enumerate(states):
         row = live_rows.get(s)
         if row is None:
-            row = live_rows[s] = live_row(lexer, s)
+            row = live_rows[s] = live_row(lexer, goes_on, s)
         it = iter(row)
-        for k, t in zip(it, it):
-            cols[k] += (i, t)
+        for k, t, a, g in zip(it, it, it, it):
+            cols[k] += (i, t, a, g)
     index: dict = {}
     inv = []
     for c in cols:
-        key = tuple(c)
+        key = tuple(c)                         # the column itself: (lane, next, accepts, goes on)...
         j = index.get(key)
         if j is None:
             j = index[key] = len(index)
         inv.append(j)
-    acc, flags, columns = lexer.accepting, {}, []
-    for key in index:
-        flat = []
-        it = iter(key)
-        for i, s2 in zip(it, it):
-            f = flags.get(s2)
-            if f is None:
-                f = flags[s2] = (int(acc[s2]), int(goes_on(s2)))
-            flat += (i, s2, *f)
-        col = tuple(flat)
-        columns.append(col if column_memo is None else column_memo.setdefault(col, col))
-    return np.array(inv, dtype=np.intp), tuple(columns)
+    columns = tuple(index) if column_memo is None else tuple([column_memo.setdefault(c, c) for c in index])
+    return np.array(inv, dtype=np.intp), columns
 
 
 def moves(column: tuple):
