@@ -7,8 +7,8 @@ them, :mod:`.lexer`), then a cell, a byte class's successor, from its plan's
 column: lanes that accept end their lexemes (scans, merged into a parser node
 later; an ignored lexeme returns to its node), lanes that go on stay. A walk
 over the vocabulary trie fills only the cells it reads (:meth:`CellFilling.fill`),
-and plans all the configurations of one fill together, so their new lexer steps
-share one numpy pass; :meth:`CellFilling.expand` fills a whole row.
+a column at a time (every byte class of the column gets the same successor), and
+:meth:`CellFilling.expand` fills a whole row.
 
 >>> from hf_constrained.grammar.cfg import from_lark
 >>> from hf_constrained.grammar.configs import ConfigAutomaton
