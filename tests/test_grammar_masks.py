@@ -294,8 +294,10 @@ def test_small_lexer_steps_on_python_ints(name, deepseek, monkeypatch):
     """The lexer steps a lanes x classes table of at most SMALL_STEP cells on Python ints
     (lexer._small_step): every lexer step a walk along the sentences asked for gives each byte
     class the same column (lanes, next states, accepts, goes on) as the numpy step, and with
-    the numpy step alone (SMALL_STEP = 0) the same states, masks and configurations."""
+    the numpy step alone (SMALL_STEP = 0) the same states, masks and configurations (both
+    with the table steps: SPARSE_STEP = False)."""
     from hf_constrained.grammar import lexer
+    monkeypatch.setattr(lexer, "SPARSE_STEP", False)
     fast = GrammarConstraint(GRAMMARS[name], deepseek)
     along = [_states_along(fast, deepseek, text)[1] for text in SENTENCES[name]]
     masks = [[fast.index.bits(q) for q in states] for states in along]
@@ -311,6 +313,85 @@ def test_small_lexer_steps_on_python_ints(name, deepseek, monkeypatch):
             assert small[1][small[0][k]] == full[1][full[0][k]], (states, k)
     assert sum(s <= lexer.SMALL_STEP for s in sizes) > 10
     monkeypatch.setattr(lexer, "SMALL_STEP", 0)
+    slow = GrammarConstraint(GRAMMARS[name], deepseek)
+    assert [_states_along(slow, deepseek, text)[1] for text in SENTENCES[name]] == along
+    for text, states, ms in zip(SENTENCES[name], along, masks):
+        for q, m in zip(states, ms):
+            assert np.array_equal(slow.index.bits(q), m), (text, q)
+    assert slow.automaton.num_states == a.num_states
+
+
+@pytest.mark.parametrize("name", ["arith", "json", "sql"])
+@pytest.mark.parametrize("tok_name", ["deepseek", "mistral"])
+def test_row_bookkeeping_of_cell_filling(name, tok_name, request):
+    """A lexer step's classes per column (``filling.column_classes``, the cells one column
+    fills) are ``inv == col``; a configuration is ``expanded`` exactly when its whole row is
+    filled, and ``_left`` counts the columns still to fill of each partly filled row (the count
+    replaced a row-wide check per cell; Mistral's leading-space rule fills one cell per
+    start state at planning). Expanding the partly filled rows keeps every cell computed so far."""
+    tok = request.getfixturevalue(tok_name)
+    c = GrammarConstraint(GRAMMARS[name], tok)
+    for text in SENTENCES[name]:
+        _states_along(c, tok, text)
+    a = c.automaton
+    assert a._steps and a._left
+    for inv, columns, classes in a._steps.values():
+        assert len(classes) == len(columns)
+        for col, got in enumerate(classes):
+            assert np.array_equal(np.atleast_1d(got), np.flatnonzero(inv == col))
+    table = a.table[:a.num_states]
+    assert np.array_equal(a.expanded[:a.num_states], (table >= 0).all(axis=1))
+    assert set(a._left) <= set(a._plans)
+    for cid, left in a._left.items():
+        plan = a._plans[cid]
+        assert left == len(set(plan[1][a.table[cid] < 0].tolist())) > 0, cid
+    partly = sorted(a._left)[:40]
+    before = a.table[partly].copy()
+    for cid in partly:
+        a.expand(cid)
+    after = a.table[partly]
+    assert (after >= 0).all() and a.expanded[partly].all() and not set(partly) & set(a._left)
+    assert np.array_equal(after[before >= 0], before[before >= 0])
+
+
+def test_row_bookkeeping_with_a_leading_space_column_of_its_own():
+    """The leading-space rule (SentencePiece) fills the space's cell when a start state is
+    planned; where the space is a column of its own, that column is not left to fill."""
+    vocab = Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)] + [b" a", b"ba"],
+                                        strip_leading_space=True)
+    c = GrammarConstraint('start: " " "a" | "b" start?', vocab, eos_token_id=0)
+    a = c.automaton
+    q = int(c.starts[0])
+    assert c.allowed_ids(q).tolist() == brute_force_allowed(c, q) == [1 + ord(" "), 1 + ord("b")]
+    a.expand(q)
+    plan_space = a.table[q, a._space_class]
+    assert a.expanded[q] and plan_space == a._intern(*a._closed_key(q)[:2], False) and not a._left
+    assert np.array_equal(a.expanded[:a.num_states], (a.table[:a.num_states] >= 0).all(axis=1))
+
+
+@pytest.mark.parametrize("name", ["arith", "json", "sql"])
+def test_sparse_lexer_steps_equal_the_table_steps(name, deepseek, monkeypatch):
+    """The lexer step from the lanes' live cells (lexer._sparse_step, the default) gives every
+    byte class the same column (lanes, next states, accepts, goes on) as the numpy step over the
+    lanes x classes table, on every lane tuple a walk along the sentences asked for (equal
+    columns of different steps shared as one tuple); and with
+    the table steps (SPARSE_STEP = False) the same states, masks and configurations."""
+    from hf_constrained.grammar import lexer
+    fast = GrammarConstraint(GRAMMARS[name], deepseek)
+    along = [_states_along(fast, deepseek, text)[1] for text in SENTENCES[name]]
+    masks = [[fast.index.bits(q) for q in states] for states in along]
+    a = fast.automaton
+    assert len(a._moves) > 10
+    cols = [c for _, cs in a._moves.values() for c in cs]   # equal columns are one tuple (column_memo)
+    assert len({id(c) for c in cols}) == len(set(cols)) < len(cols)
+    for states in a._moves:
+        st = np.array(states, dtype=np.int64)
+        sparse = lexer._sparse_step(a.lexer, a._goes_on, states, {})
+        full = lexer._numpy_step(a.lexer, a._goes_on, a.lexer.table[st])
+        assert len(sparse[0]) == len(full[0]) == a.lexer.n_classes
+        for k in range(a.lexer.n_classes):
+            assert sparse[1][sparse[0][k]] == full[1][full[0][k]], (states, k)
+    monkeypatch.setattr(lexer, "SPARSE_STEP", False)
     slow = GrammarConstraint(GRAMMARS[name], deepseek)
     assert [_states_along(slow, deepseek, text)[1] for text in SENTENCES[name]] == along
     for text, states, ms in zip(SENTENCES[name], along, masks):

@@ -46,7 +46,7 @@ import numpy as np
 from ..constraint import DEAD
 from .cfg import GrammarError
 from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError, Parser
-from .filling import PAIR_LOW, PAIR_SHIFT, CellFilling, _canon, pack, unpack
+from .filling import PAIR_LOW, PAIR_SHIFT, CellFilling, _canon, column_classes, pack, unpack
 from .lexer import terminal_dfa
 
 DEFAULT_MAX_CONFIGS = 200_000
@@ -82,7 +82,8 @@ class ConfigAutomaton(CellFilling):
                                    "make the terminal non-empty and the rule that uses it optional")
         self.byte_class = dfa.byte_class
         self.n_classes = dfa.n_classes
-        self._no_lanes = (np.zeros(self.n_classes, dtype=np.int64), ((),))
+        no_col = np.zeros(self.n_classes, dtype=np.int64)
+        self._no_lanes = (no_col, ((),), column_classes(no_col, 1))
         self._space_class = int(dfa.byte_class[0x20])
         self._lock = threading.RLock()
         self._slot_ids: dict = {}
@@ -90,7 +91,11 @@ class ConfigAutomaton(CellFilling):
         self._merge: dict = {}
         self._lanes: dict = {}          # parser node -> (slots, lexer start states)
         self._continues: dict = {}
-        self._moves: dict = {}          # lane states -> _lexer_moves
+        self._moves: dict = {}          # lane states -> lexer.lexer_step
+        self._steps: dict = {}          # lane states -> _lexer_moves
+        self._live_rows: dict = {}      # lexer state -> lexer.live_row
+        self._column_memo: dict = {}    # lexer column -> itself (one tuple per distinct column)
+        self._left: dict = {}           # cid -> columns still to fill, while its row is partly filled
         self._plans: dict = {}          # cid -> _plan, while its row is partly filled
         self._keys: list = []           # cid -> (boundary, threads, strip, pending scans)
         self._ids: dict = {}
@@ -157,9 +162,12 @@ class ConfigAutomaton(CellFilling):
             self.expanded = np.concatenate([self.expanded, np.zeros(grow, bool)])
         self._keys.append(key)
         self._ids[key] = cid
-        self._closed.append(None if pending else key[:3])
-        if not pending:
-            self._by_closed[key[:3]] = cid
+        if pending:
+            self._closed.append(None)
+        else:
+            closed = key[:3]            # one tuple for both tables
+            self._closed.append(closed)
+            self._by_closed[closed] = cid
         acc, p = self.parser._accept, self.parser
         self.accepting[cid] = any([acc[n] for n in boundary]) or any(
             [p.scan_accepts(x >> PAIR_SHIFT, x & PAIR_LOW) for x in pending])

@@ -172,28 +172,31 @@ class _GrammarIndex(SharedRegions, TokenIndex):
         if len(nodes) > self.SMALL_FRONTIER:
             return super()._children(v, node_cls, nodes, states)
         starts, ends = v.child_start, v.child_end
-        spans = [(starts.item(n), ends.item(n)) for n in nodes.tolist()]
-        if sum(b - a for a, b in spans) > 2 * self.SMALL_FRONTIER:
-            return super()._children(v, node_cls, nodes, states)
-        if node_cls is None:
-            node_cls, nb = self._byte_class, v.node_byte   # classes from the nodes' bytes
+        kids, froms = [], []                # each child, and its parent's state
+        room = 2 * self.SMALL_FRONTIER
+        for n, s in zip(nodes.tolist(), states.tolist()):
+            a, b = starts.item(n), ends.item(n)
+            room -= b - a
+            if room < 0:
+                return super()._children(v, node_cls, nodes, states)
+            kids += range(a, b)
+            froms += [s] * (b - a)
+        if node_cls is None:   # classes from the nodes' bytes
+            bc, nb = self._byte_class, v.node_byte
+            ks = [bc[nb.item(c)] for c in kids]
         else:
-            nb = None
-        kids, cells = [], []
-        for (a, b), s in zip(spans, states.tolist()):
-            for c in range(a, b):
-                kids.append(c)
-                cells.append((s, node_cls[nb.item(c)] if nb is not None else node_cls.item(c)))
-        table = self.dfa.table
-        nxt = [table.item(s, k) for s, k in cells]
+            ks = [node_cls.item(c) for c in kids]
+        item = self.dfa.table.item
+        nxt = [item(s, k) for s, k in zip(froms, ks)]
         if -1 in nxt:   # cells not computed yet: filled together, as TokenIndex._lookup does
-            miss = [cell for cell, t in zip(cells, nxt) if t < 0]
+            miss = [(s, k) for s, k, t in zip(froms, ks, nxt) if t < 0]
             self._fill(np.array([s for s, _ in miss], dtype=np.int64), np.array([k for _, k in miss], dtype=np.int64))
-            table = self.dfa.table
-            nxt = [table.item(s, k) for s, k in cells]
-        keep = [i for i, t in enumerate(nxt) if t]   # DEAD is 0
-        return (np.array([kids[i] for i in keep], dtype=np.int64),
-                np.array([nxt[i] for i in keep], dtype=table.dtype))
+            item = self.dfa.table.item
+            nxt = [item(s, k) for s, k in zip(froms, ks)]
+        if 0 in nxt:   # DEAD is 0
+            kids = [c for c, t in zip(kids, nxt) if t]
+            nxt = [t for t in nxt if t]
+        return np.array(kids, dtype=np.int64), np.array(nxt, dtype=self.dfa.table.dtype)
 
 
 class GrammarConstraint(Constraint):

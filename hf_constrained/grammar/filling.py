@@ -7,8 +7,8 @@ them, :mod:`.lexer`), then a cell, a byte class's successor, from its plan's
 column: lanes that accept end their lexemes (scans, merged into a parser node
 later; an ignored lexeme returns to its node), lanes that go on stay. A walk
 over the vocabulary trie fills only the cells it reads (:meth:`CellFilling.fill`),
-and plans all the configurations of one fill together, so their new lexer steps
-share one numpy pass; :meth:`CellFilling.expand` fills a whole row.
+a column at a time (every byte class of the column gets the same successor), and
+:meth:`CellFilling.expand` fills a whole row.
 
 >>> from hf_constrained.grammar.cfg import from_lark
 >>> from hf_constrained.grammar.configs import ConfigAutomaton
@@ -83,7 +83,8 @@ class CellFilling:
     def _plan(self, cid: int) -> tuple:
         """What filling ``cid``'s row needs: ``(canon,)`` for a configuration with the content
         of an earlier one (its cells are copied), else ``(slots, column of each byte class,
-        columns, successor of the first space or None)``."""
+        columns, successor of the first space or None, classes of each column)``; for the
+        latter, ``_left[cid]`` counts the columns whose cells are still to fill."""
         got = self._plans.get(cid)
         if got is None:
             closed = self._closed_key(cid)
@@ -100,18 +101,23 @@ class CellFilling:
                     ns, nst = self._node_lanes(n)
                     slots.extend(ns)
                     states.extend(nst)
-                inv, columns = self._lexer_moves(tuple(states)) if states else self._no_lanes
+                inv, columns, classes = self._lexer_moves(tuple(states)) if states else self._no_lanes
+                left = len(columns)
                 strip_to = None
                 if strip:  # decode() drops the text's first space: reading it changes nothing
                     strip_to = self._intern(boundary, threads, False)
                     self.table[cid, self._space_class] = strip_to
-                got = (tuple(slots), inv, columns, strip_to)   # tuples: see _intern
+                    if type(classes[inv[self._space_class]]) is int:   # a column of the space alone
+                        left -= 1
+                self._left[cid] = left
+                got = (tuple(slots), inv, columns, strip_to, classes)   # tuples: see _intern
             self._plans[cid] = got
         return got
 
     def _fill_column(self, cid: int, col: int, plan: tuple) -> None:
-        """The successor of ``cid`` for every byte class of lexer column ``col``."""
-        slots, inv, columns, strip_to = plan
+        """The successor of ``cid`` for every byte class of lexer column ``col`` (then one
+        column fewer to fill: the row is complete, ``expanded``, when none is left)."""
+        slots, inv, columns, strip_to, classes = plan
         nxt = DEAD
         if columns[col]:
             slot_of = self._slots
@@ -130,9 +136,16 @@ class CellFilling:
                     keep.append(sl << shift | s2)
             nxt = self._intern(_canon(back), _canon(keep), False, _canon(scans))
         row = self.table[cid]               # after _intern, which may grow the table
-        row[inv == col] = nxt
+        row[classes[col]] = nxt             # the column's classes: an int, or an index array
         if strip_to is not None:
             row[self._space_class] = strip_to
+        left = self._left[cid] - 1
+        if left:
+            self._left[cid] = left
+        else:                               # the last column: the row is complete
+            del self._left[cid]
+            self.expanded[cid] = True
+            self._plans.pop(cid, None)
 
     def _fill_cell(self, cid: int, k: int) -> None:
         plan = self._plan(cid)
@@ -141,11 +154,11 @@ class CellFilling:
             if self.table[canon, k] < 0:
                 self._fill_cell(canon, k)
             self.table[cid] = self.table[canon]
+            if self.table[cid].min() >= 0:
+                self.expanded[cid] = True
+                self._plans.pop(cid, None)
         else:
             self._fill_column(cid, int(plan[1][k]), plan)
-        if self.table[cid].min() >= 0:
-            self.expanded[cid] = True
-            self._plans.pop(cid, None)
 
     def fill(self, cids, classes) -> None:
         """Compute the cells ``table[cids[i], classes[i]]`` (the others of a row wait until a
@@ -166,34 +179,58 @@ class CellFilling:
             if len(plan) == 1:
                 self.expand(plan[0])
                 self.table[cid] = self.table[plan[0]]
+                self.expanded[cid] = True
+                self._plans.pop(cid, None)
             else:
                 inv = plan[1]
                 for k in range(self.n_classes):
                     if self.table[cid, k] < 0:
-                        self._fill_column(cid, int(inv[k]), plan)
-            self.expanded[cid] = True
-            self._plans.pop(cid, None)
+                        self._fill_column(cid, int(inv[k]), plan)   # the last one marks the row expanded
+                assert self.expanded[cid], "a row's column count went wrong"
 
     #: lane-state tuples whose lexer step is kept (see _lexer_moves); past it the memo restarts
     MOVES_MEMO = 50_000
 
     def _lexer_moves(self, states: tuple) -> tuple:
         """One byte of the lexer for lanes in DFA ``states``: ``(column of each byte class,
-        columns)``, a column being the ``(lane, next state, accepts, goes on)`` of its live
-        lanes (flat: :func:`.lexer.moves`). It depends on the lanes' states alone, and configurations whose nodes expect
-        the same terminals share them, so it is kept per tuple (the numpy work of a row)."""
-        got = self._moves.get(states)
+        columns, classes of each column)``, a column being the ``(lane, next state, accepts,
+        goes on)`` of its live lanes (flat: :func:`.lexer.moves`) and its classes an int (a
+        column of one class) or an index array (:func:`column_classes`). It depends on the
+        lanes' states alone, and configurations whose nodes expect the same terminals share it,
+        so it is kept per tuple (the numpy work of a row; ``_moves`` holds the step itself)."""
+        got = self._steps.get(states)
         if got is None:
-            got = lexer.lexer_step(self.lexer, self._goes_on, states)
-            if len(self._moves) >= self.MOVES_MEMO:
+            inv, columns = step = lexer.lexer_step(self.lexer, self._goes_on, states, self._live_rows,
+                                                   self._column_memo)
+            got = (inv, columns, column_classes(inv, len(columns)))
+            if len(self._steps) >= self.MOVES_MEMO:
+                self._steps.clear()
                 self._moves.clear()
-            self._moves[states] = got
+                self._column_memo.clear()
+            self._steps[states] = got
+            self._moves[states] = step
         return got
 
     def expand_many(self, cids) -> None:
         for c in np.unique(np.asarray(cids)).tolist():
             if not self.expanded[c]:
                 self.expand(c)
+
+
+def column_classes(inv: np.ndarray, n_columns: int) -> tuple:
+    """The byte classes of each of ``n_columns`` columns, given each class's column ``inv``:
+    an int for a column of one class (a scalar store), else an index array (a fancy-index
+    store), instead of the row-wide ``inv == col`` comparison per cell.
+
+    >>> column_classes(np.array([1, 0, 1, 2]), 3)
+    (1, array([0, 2]), 3)
+    """
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(n_columns + 1)).tolist()
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        out.append(int(order[a]) if b - a == 1 else order[a:b])
+    return tuple(out)
 
 
 def _canon(xs) -> tuple:
