@@ -325,6 +325,15 @@ class CountedRegions:
         fam.bkeys = fam.local_keys(first, c)
         if not fam.bkeys:
             return None
+        # the classes that leave r from the boundary; none of them may also stay inside
+        fam.exit_classes = np.zeros(dfa.n_classes, dtype=bool)
+        for pid in fam.after_pids:
+            if pid:
+                for clo, chi, _ in dfa._row(pid):
+                    fam.exit_classes[clo:chi + 1] = True
+        structure = self._structure(fam)
+        if self._pair(fam, structure):  # the same body as a family that passed the checks below
+            return fam
         moves = fam.moves(fam.bkeys)
         if moves is None:
             return None
@@ -333,16 +342,11 @@ class CountedRegions:
                      if kind == "done")
         if n_done < self.MIN_LOOPS:
             return None
-        # the classes that leave r from the boundary; none of them may also stay inside
-        fam.exit_classes = np.zeros(dfa.n_classes, dtype=bool)
-        for pid in fam.after_pids:
-            if pid:
-                for clo, chi, _ in dfa._row(pid):
-                    fam.exit_classes[clo:chi + 1] = True
         for clo, chi, _, _ in moves:
             if fam.exit_classes[clo:chi].any():
                 return None
-        self._pair(fam)
+        if structure is not None:
+            self._twins.setdefault(structure[1], (fam, structure[0]))
         return fam
 
     def _structure(self, fam):
@@ -373,23 +377,25 @@ class CountedRegions:
         flags = (tuple(k - first for k in f.kids[r]), c >= lo, c + 1 >= lo, c + 1 < hi)
         return first, (sig, flags, fam.exit_classes.tobytes())
 
-    def _pair(self, fam) -> None:
-        """Note ``fam``'s twin: the first family of this automaton with the same structure
-        (:meth:`_structure`), whose shapes ``fam`` then takes instead of building its own
-        (see :meth:`_state`). A JSON schema's many ``maxLength`` strings are one body
-        each, built apart: without this each pays its own local table (~0.3 ms)."""
-        got = self._structure(fam)
-        if got is None:
-            return
-        first, key = got
+    def _pair(self, fam, structure) -> bool:
+        """Whether ``fam`` has a twin: an earlier family of this automaton with the same
+        ``structure`` (:meth:`_structure`) that passed :meth:`_build_family`'s checks,
+        which ``fam`` then passes too (they read its body's moves: the same), and whose
+        shapes ``fam`` takes instead of building its own (see :meth:`_state`). A JSON
+        schema's many ``maxLength`` strings are one body each, built apart: without this
+        each pays its own boundary moves and local tables (~0.3 ms)."""
+        if structure is None:
+            return False
+        first, key = structure
         twin = self._twins.get(key)
         if twin is None:
-            self._twins[key] = (fam, first)
-            return
+            return False
         other, other_first = twin
         delta = first - other_first
-        if frozenset((leaf - delta, k, inner) for leaf, k, inner in fam.bkeys) == other.bkeys:
-            fam.twin = (other, delta)
+        if frozenset((leaf - delta, k, inner) for leaf, k, inner in fam.bkeys) != other.bkeys:
+            return False
+        fam.twin = (other, delta)
+        return True
 
     def _state(self, fam, members, c):
         """``(shape, c, rest)``: the members of ``fam`` at counter ``c`` in DFA state
