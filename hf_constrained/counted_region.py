@@ -24,6 +24,9 @@ the positions after ``r``). Only a committed token's own path is determinised.
 this model exactly (a body that can also end a copy and go on in it, such as
 ``(a|ab){0,9}``, bytes that could both stay in and leave the body, calls of shared
 definitions inside the body, unbounded or nullable bodies) is left to the plain walk.
+A repetition whose body is the same subtree as an earlier one's (a schema's many
+``maxLength`` strings), with the same exit bytes, takes that one's local tables (its
+*twin*, :meth:`CountedRegions._pair`) instead of building its own.
 
 >>> from hf_constrained.automaton import LazyDFA
 >>> dfa = LazyDFA.from_patterns([r'"[a-z]{0,40}"'])
@@ -37,6 +40,11 @@ definitions inside the body, unbounded or nullable bodies) is left to the plain 
 (True, True, True)
 >>> regions.locate(dfa.starts[0]) is None  # the opening quote: not inside the repetition
 True
+>>> dfa = LazyDFA.from_patterns([r'(?:a"[a-z]{0,40}"|b"[a-z]{0,30}")'])
+>>> regions = CountedRegions(dfa)
+>>> s1, s2 = (regions.locate(dfa.walk(dfa.starts[0], p))[0] for p in (b'a"', b'b"'))
+>>> s1.table is s2.table, (s1.hi, s2.hi), s1.after_state != s2.after_state  # a twin: own bounds and exit
+(True, (40, 30), True)
 """
 
 from __future__ import annotations
