@@ -1,7 +1,7 @@
 """Same-process A/B of the engine's first visits: this checkout against another copy of the package.
 
     git archive main | tar -x -C /tmp/main
-    python benchmarks/first_visit_ab.py --ref /tmp/main/hf_constrained [--schemas 150] [--repeats 3]
+    python benchmarks/first_visit_ab.py --ref /tmp/main/hf_constrained [--schemas 150] [--repeats 3] [--json-out FILE]
 
 The reference package is imported under another name (``hfc_ref``) next to this
 checkout's ``hf_constrained``. For each corpus document of ``step_latency.py`` (the same
@@ -81,6 +81,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ref", type=Path, required=True, help="the reference copy's hf_constrained folder")
     ap.add_argument("--schemas", type=int, default=150)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json-out", help="also write each step's (schema, step, ns per side) here")
     args = ap.parse_args(argv)
     link = Path(tempfile.mkdtemp(prefix="first_visit_ab_"))
     (link / "hfc_ref").symlink_to(args.ref.resolve(), target_is_directory=True)
@@ -95,6 +96,7 @@ def main(argv=None) -> int:
         docs, _ = sl.corpus(args.schemas, 0, tok, 600, sl.CORPUS)
     sides = {"this checkout": _package("hf_constrained"), "reference": _package("hfc_ref")}
     times = {k: [] for k in sides}
+    where = []
     gc.disable()
     for j, (name, _schema, regex, _doc, ids) in enumerate(docs):
         caches = {k: dict(m[4]._REGION_WALKS.get(vocab, {})) for k, m in sides.items()}
@@ -110,6 +112,7 @@ def main(argv=None) -> int:
             assert _same(x, y), f"{name}: step {i} differs (mask, successors or DFA states)"
         for k in sides:
             times[k] += best[k]
+        where += [(name, i) for i in range(len(best["reference"]))]
         gc.collect()
     print(f"{len(docs)} schemas, {len(times['reference'])} steps; each step the fastest of {args.repeats} "
           "(thread CPU time); masks, successors and DFA state counts equal at every step\n")
@@ -117,6 +120,9 @@ def main(argv=None) -> int:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for k in sides:
         print(_line(k, times[k]))
+    if args.json_out:
+        import json
+        Path(args.json_out).write_text(json.dumps({"where": where, "ns": times}))
     return 0
 
 
