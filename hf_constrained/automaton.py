@@ -105,24 +105,29 @@ def _repeated(tree) -> set:
     True
     """
     seen, again, todo = set(), set(), [tree]
+    pop, push, extend, mark = todo.pop, todo.append, todo.extend, seen.add
     while todo:
-        node = todo.pop()
+        node = pop()
         kind = node[0]
-        if kind == "def":
-            todo.append(node[2])
-            todo.extend(body for _, body in node[1])
+        if kind == "cls":  # most nodes: leaves first
             continue
-        if kind != "cat" and kind != "alt" and kind != "rep":
-            continue
-        i = id(node)
-        if i in seen:
-            again.add(i)
-            continue
-        seen.add(i)
-        if kind == "rep":
-            todo.append(node[1])
-        else:
-            todo.extend(node[1])
+        if kind == "cat" or kind == "alt":
+            i = id(node)
+            if i in seen:
+                again.add(i)
+                continue
+            mark(i)
+            extend(node[1])
+        elif kind == "rep":
+            i = id(node)
+            if i in seen:
+                again.add(i)
+                continue
+            mark(i)
+            push(node[1])
+        elif kind == "def":
+            push(node[2])
+            extend(body for _, body in node[1])
     return again
 
 
@@ -264,9 +269,15 @@ class _Forest:
             is_def[nid] = True
         parent, slot, kids = self.parent, self.slot, self.kids
         for nid in self._inner:  # ascending, as the nodes were made: a later parent wins
-            for j, k in enumerate(kids[nid]):
+            ks = kids[nid]
+            if len(ks) == 1:  # a repetition's child: slot 0 already
+                parent[ks[0]] = nid
+                continue
+            j = 0
+            for k in ks:
                 parent[k] = nid
                 slot[k] = j
+                j += 1
         self._made_reps, self._made_refs, self._made_defs, self._inner = [], [], [], []
 
     def add(self, tree):
