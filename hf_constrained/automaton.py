@@ -634,6 +634,9 @@ class LazyDFA:
             trees = [parse(p) for p in patterns]
             dfa = cls(trees, strip_leading_space=strip_leading_space, max_states=max_states,
                       max_nfa_states=max_nfa_states)
+            # the trees die now, by reference counting: alive when the collector is enabled
+            # again, the first collection would walk each of their tuples (issue #12, part 23)
+            del trees
         for p, s in zip(patterns, dfa.starts):
             if s == DEAD:
                 raise EmptyLanguageError(f"the pattern {_short(p)} matches no string at all")
