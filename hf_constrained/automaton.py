@@ -105,24 +105,29 @@ def _repeated(tree) -> set:
     True
     """
     seen, again, todo = set(), set(), [tree]
+    pop, push, extend, mark = todo.pop, todo.append, todo.extend, seen.add
     while todo:
-        node = todo.pop()
+        node = pop()
         kind = node[0]
-        if kind == "def":
-            todo.append(node[2])
-            todo.extend(body for _, body in node[1])
+        if kind == "cls":  # most nodes: leaves first
             continue
-        if kind != "cat" and kind != "alt" and kind != "rep":
-            continue
-        i = id(node)
-        if i in seen:
-            again.add(i)
-            continue
-        seen.add(i)
-        if kind == "rep":
-            todo.append(node[1])
-        else:
-            todo.extend(node[1])
+        if kind == "cat" or kind == "alt":
+            i = id(node)
+            if i in seen:
+                again.add(i)
+                continue
+            mark(i)
+            extend(node[1])
+        elif kind == "rep":
+            i = id(node)
+            if i in seen:
+                again.add(i)
+                continue
+            mark(i)
+            push(node[1])
+        elif kind == "def":
+            push(node[2])
+            extend(body for _, body in node[1])
     return again
 
 
@@ -173,61 +178,107 @@ class _Forest:
         self._again: set = set()
         self._shared: dict = {}
         self._counting = 0  # counted repetitions around the subtree being built
+        # noted while building, written by _finish: (rep, lo, hi, counted), (call, root),
+        # definitions' roots, nodes with children (ascending)
+        self._made_reps: list = []
+        self._made_refs: list = []
+        self._made_defs: list = []
+        self._inner: list = []
+        self._leaf_tid: dict = {}
 
-    def _node(self, kind, kids=(), nullable=False, lo=0, hi=None, counted=False, trie=-1,
-              target=-1) -> int:
+    # Building (issue #12, part 23). A node is appended to the four lists the build reads
+    # (kind, kids, nullable, trie); the other seven (parent, slot, lo, hi, counted, target,
+    # is_def) are their defaults for most nodes (70% are leaves), so add() fills them at
+    # its end (_finish), in bulk, from the few non-default values noted while building.
+    # The lists are those of one node at a time (tests/test_automaton_build.py compares
+    # them with main's builder, tests/forest_reference.py).
+    def _node(self, kind, kids=(), nullable=False) -> int:
+        """A concatenation or alternation (or the empty string ``_CAT, ()``)."""
         nid = len(self.kind)
         self.kind.append(kind)
         self.kids.append(tuple(kids))
-        self.parent.append(-1)
-        self.slot.append(0)
         self.nullable.append(nullable)
-        self.lo.append(lo)
-        self.hi.append(hi)
-        self.counted.append(counted)
-        self.trie.append(trie)
-        self.target.append(target)
-        self.is_def.append(False)
-        for j, k in enumerate(kids):
-            self.parent[k] = nid
-            self.slot[k] = j
+        self.trie.append(-1)
+        if kids:
+            self._inner.append(nid)
+        return nid
+
+    def _rep(self, k: int, lo: int, hi, counted: bool) -> int:
+        nid = len(self.kind)
+        self.kind.append(_REP)
+        self.kids.append((k,))
+        self.nullable.append(lo == 0)
+        self.trie.append(-1)
+        self._inner.append(nid)
+        self._made_reps.append((nid, lo, hi, counted))
+        return nid
+
+    def _ref(self, root: int) -> int:
+        """A call of the definition whose root is ``root``."""
+        nid = len(self.kind)
+        self.kind.append(_REF)
+        self.kids.append(())
+        self.nullable.append(self.nullable[root])
+        self.trie.append(-1)
+        self._made_refs.append((nid, root))
         return nid
 
     def _leaf(self, trie: int) -> int:
-        """``_node(_CLS, trie=trie)`` without the keyword and child handling (most nodes are leaves)."""
         nid = len(self.kind)
         self.kind.append(_CLS)
         self.kids.append(())
-        self.parent.append(-1)
-        self.slot.append(0)
         self.nullable.append(False)
-        self.lo.append(0)
-        self.hi.append(None)
-        self.counted.append(False)
         self.trie.append(trie)
-        self.target.append(-1)
-        self.is_def.append(False)
         return nid
 
     def _leaves(self, tries: list, out: list) -> None:
         """``_leaf`` for each of ``tries`` in turn, in bulk; the new ids go to ``out``."""
         m = len(tries)
-        if m < 3:
-            out.extend([self._leaf(t) for t in tries])
-            return
         nid = len(self.kind)
+        if m == 1:
+            self.kind.append(_CLS)
+            self.kids.append(())
+            self.nullable.append(False)
+            self.trie.append(tries[0])
+            out.append(nid)
+            return
         self.kind += [_CLS] * m
         self.kids += [()] * m
+        self.nullable += [False] * m
+        self.trie += tries
+        out.extend(range(nid, nid + m))
+
+    def _finish(self) -> None:
+        """The seven lists the build does not write, for the nodes added since the last call."""
+        m = len(self.kind) - len(self.parent)
         self.parent += [-1] * m
         self.slot += [0] * m
-        self.nullable += [False] * m
         self.lo += [0] * m
         self.hi += [None] * m
         self.counted += [False] * m
-        self.trie += tries
         self.target += [-1] * m
         self.is_def += [False] * m
-        out.extend(range(nid, nid + m))
+        lo, hi, counted, target, is_def = self.lo, self.hi, self.counted, self.target, self.is_def
+        for nid, a, b, c in self._made_reps:
+            lo[nid] = a
+            hi[nid] = b
+            counted[nid] = c
+        for nid, root in self._made_refs:
+            target[nid] = root
+        for nid in self._made_defs:
+            is_def[nid] = True
+        parent, slot, kids = self.parent, self.slot, self.kids
+        for nid in self._inner:  # ascending, as the nodes were made: a later parent wins
+            ks = kids[nid]
+            if len(ks) == 1:  # a repetition's child: slot 0 already
+                parent[ks[0]] = nid
+                continue
+            j = 0
+            for k in ks:
+                parent[k] = nid
+                slot[k] = j
+                j += 1
+        self._made_reps, self._made_refs, self._made_defs, self._inner = [], [], [], []
 
     def add(self, tree):
         """Add one pattern; return its root node, or None if its language is empty."""
@@ -235,6 +286,7 @@ class _Forest:
         # groups one tree) are built once, as implicit definitions with a call at each place
         self._again = _repeated(tree) if self.share else set()
         self._shared = {}  # id(subtree) -> its definition's root, None or _PLAIN
+        self._leaf_tid = {}  # id(leaf) -> trie id (the tree keeps its leaves alive meanwhile)
         try:
             if tree[0] != "def":
                 return self._build(tree, {})
@@ -242,11 +294,21 @@ class _Forest:
             for name, body in tree[1]:
                 root = self._build(body, scope)  # always a new node without a parent
                 if root is not None:
-                    self.is_def[root] = True
+                    self._made_defs.append(root)
                 scope[name] = root
             return self._build(tree[2], scope)
         finally:
-            self._again, self._shared = set(), {}
+            self._again, self._shared, self._leaf_tid = set(), {}, {}
+            self._finish()
+
+    def _tid_of(self, leaf) -> int:
+        """The trie of a leaf with a non-empty class, remembered by the leaf object for this
+        ``add`` (the parser gives each literal character one object: no ranges hashed)."""
+        tid = self._trie_ids.get(leaf[1])
+        if tid is None:
+            tid = self._leaf_trie(leaf[1])
+        self._leaf_tid[id(leaf)] = tid
+        return tid
 
     def _leaf_trie(self, ranges) -> int:
         tid = self._trie_ids.get(ranges)
@@ -286,12 +348,12 @@ class _Forest:
                     return got
                 self._shared[id(node)] = got
                 if got is not None:
-                    self.is_def[got] = True
+                    self._made_defs.append(got)
             elif got is _PLAIN:
                 return self._build_plain(node, scope)
             if got is None:
                 return None
-            return self._node(_REF, (), self.nullable[got], 0, None, False, -1, got)
+            return self._ref(got)
         return self._build_plain(node, scope)
 
     def _build_plain(self, node, scope):
@@ -300,25 +362,42 @@ class _Forest:
             root = scope[node[1]]
             if root is None:
                 return None
-            return self._node(_REF, (), self.nullable[root], 0, None, False, -1, root)
+            return self._ref(root)
         if kind == "cls":
             if not node[1]:
                 return None
             return self._leaf(self._leaf_trie(node[1]))
         if kind == "cat":
             kids = []
-            trie_ids, run = self._trie_ids, []  # run: the leaves read since the last other item
+            run = []  # the leaves read since the last other item
+            leaf_tid = self._leaf_tid
+            known = leaf_tid.get
             for item in node[1]:
-                if item[0] == "cls":  # most items: a leaf (a literal run: many), added in bulk
+                tid = known(id(item))
+                if tid is not None:  # most items: a leaf (a literal run: many), added in bulk
+                    run.append(tid)
+                    continue
+                head = item[0]
+                if head == "cls":
                     if not item[1]:
                         self._leaves(run, kids)
                         return None
-                    tid = trie_ids.get(item[1])
-                    run.append(tid if tid is not None else self._leaf_trie(item[1]))
+                    run.append(self._tid_of(item))
                     continue
                 if run:
                     self._leaves(run, kids)
                     run = []
+                if head == "rep" and item[1][0] == "cls" and item[1][1] and item[3] != 0:
+                    # a repeated leaf (JSON's " ?", "[0-9]*"): what _build gives it, inline (a
+                    # repeated object would be built plainly there too: two nodes at most)
+                    _, leaf, lo, hi = item
+                    tid = known(id(leaf))
+                    k = self._leaf(tid if tid is not None else self._tid_of(leaf))
+                    if lo == 1 and hi == 1:
+                        kids.append(k)
+                    else:
+                        kids.append(self._rep(k, lo, hi, (hi is not None and hi >= 2) or (hi is None and lo >= 2)))
+                    continue
                 k = self._build(item, scope)
                 if k is None:
                     return None
@@ -328,14 +407,16 @@ class _Forest:
                 self._leaves(run, kids)
             if len(kids) == 1:
                 return kids[0]
-            return self._node(_CAT, kids, all([self.nullable[k] for k in kids]))
+            nullable = self.nullable
+            return self._node(_CAT, kids, all([nullable[k] for k in kids]))
         if kind == "alt":
             kids = [k for k in (self._build(item, scope) for item in node[1]) if k is not None]
             if not kids:
                 return None
             if len(kids) == 1:
                 return kids[0]
-            return self._node(_ALT, kids, any([self.nullable[k] for k in kids]))
+            nullable = self.nullable
+            return self._node(_ALT, kids, any([nullable[k] for k in kids]))
         _, item, lo, hi = node
         # no calls inside a counted repetition: counted_region.py reads a copy's body
         # as one tree (these bounds hold for every repetition that may be counted)
@@ -352,7 +433,7 @@ class _Forest:
         if lo == 1 and hi == 1:
             return k
         counted = (hi is not None and hi >= 2) or (hi is None and lo >= 2)
-        return self._node(_REP, (k,), lo == 0, lo, hi, counted)
+        return self._rep(k, lo, hi, counted)
 
     def valid_position(self, leaf: int, k: int, ctx: tuple, stack: tuple = ()) -> bool:
         """Whether ``(leaf, k, ctx, stack)`` is a position of these trees (for cache files)."""
@@ -510,9 +591,7 @@ class LazyDFA:
         if strip_leading_space:
             bounds.update((0x20, 0x21))
         edges = sorted(bounds)
-        self.byte_class = np.zeros(256, dtype=np.int32)
-        for c in range(len(edges) - 1):
-            self.byte_class[edges[c]:edges[c + 1]] = c
+        self.byte_class = np.repeat(np.arange(len(edges) - 1, dtype=np.int32), np.diff(edges))
         self.n_classes = len(edges) - 1
         self._space_class = int(self.byte_class[0x20])
         self._class_list = self.byte_class.tolist()
@@ -555,6 +634,9 @@ class LazyDFA:
             trees = [parse(p) for p in patterns]
             dfa = cls(trees, strip_leading_space=strip_leading_space, max_states=max_states,
                       max_nfa_states=max_nfa_states)
+            # the trees die now, by reference counting: alive when the collector is enabled
+            # again, the first collection would walk each of their tuples (issue #12, part 23)
+            del trees
         for p, s in zip(patterns, dfa.starts):
             if s == DEAD:
                 raise EmptyLanguageError(f"the pattern {_short(p)} matches no string at all")

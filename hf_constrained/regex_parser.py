@@ -73,6 +73,7 @@ _TO_PAREN = re.compile(r"(?:[^()\\\[]++|\\.|\[\^?\]?(?:[^\]\\]++|\\.)*+\])*+[()]
 _CLASS_CACHE: dict = {}  # class text -> ranges, for parsers without shorthand overrides
 _LITERALS: dict = {}     # code point -> ("cls", ranges)
 _CHAR_NODES: dict = {}   # character -> the same node
+_OPTIONAL: dict = {}     # character -> its ("rep", node, 0, 1): JSON's " ?"
 
 
 def normalize_ranges(ranges) -> tuple:
@@ -271,21 +272,25 @@ class _Parser:
             # quantifier is one atom, exactly as atom() + quantifiers() would give it
             if c not in _NOT_PLAIN:
                 end = _PLAIN_RUN.match(p, pos).end()
-                if end < n and p[end] in _QUANTIFIER_START:
-                    end -= 1  # the run's last character is quantified: the general path
+                quantified = end < n and p[end] in _QUANTIFIER_START
+                if quantified:
+                    end -= 1  # the run's last character is quantified: not in the run
                 if end > pos:
                     run = p[pos:end]
                     nodes = list(map(_CHAR_NODES.get, run))  # one C-level pass per run
                     items += nodes if None not in nodes else map(_char_node, run)
                     self.i = end
                     last_quantified = False
-                    continue
-                # one literal and "?" with no other quantifier after it (JSON's " ?"): what
-                # atom() + quantifiers() would give, ("?" then "?", "+", "*" or "{": there)
-                if p[pos + 1] == "?" and (pos + 2 >= n or p[pos + 2] not in _QUANTIFIER_START):
-                    items.append(("rep", _literal(ord(c)), 0, 1))
-                    self.i = pos + 2
+                # one literal and "?" with no other quantifier after it (JSON's " ?"), right
+                # after the run or alone: what atom() + quantifiers() would give ("?" then
+                # "?", "+", "*" or "{": the general path, at the next turn)
+                if quantified and p[end + 1] == "?" and (end + 2 >= n or p[end + 2] not in _QUANTIFIER_START):
+                    optional = _OPTIONAL.get(p[end])
+                    items.append(optional if optional is not None else _optional(p[end]))
+                    self.i = end + 2
                     last_quantified = True
+                    continue
+                if end > pos:
                     continue
             elif c == "\\" and pos + 1 < n and p[pos + 1] in _ESCAPED_LITERAL:
                 if pos + 2 >= n or p[pos + 2] not in _QUANTIFIER_START:
@@ -640,6 +645,15 @@ def _literal(cp: int):
         node = ("cls", normalize_ranges([(cp, cp)]))
         if len(_LITERALS) < _CACHE_MAX:
             _LITERALS[cp] = node
+    return node
+
+
+def _optional(ch: str):
+    """``("rep", literal, 0, 1)``, one object per character (as ``_char_node``; trees are
+    compared by value, and the automaton builds a repeated leaf at each place)."""
+    node = ("rep", _char_node(ch), 0, 1)
+    if len(_OPTIONAL) < _CACHE_MAX:
+        _OPTIONAL[ch] = node
     return node
 
 

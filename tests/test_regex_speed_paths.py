@@ -217,7 +217,7 @@ def _error(pattern):
 
 @pytest.mark.parametrize("tail", ["", "b", "??", "?b", "*", "+", "{2}", "{1,3}", "{", "{,}", "{2,1}", "|b",
                                   ")", "?*", "?+", "?{2}", "??*", "(?#c)*"])
-@pytest.mark.parametrize("lead", ["", "x", "\\.", "(?:y)"])
+@pytest.mark.parametrize("lead", ["", "x", "\\.", "(?:y)", "xy", "\\.xy", "x|y"])
 def test_optional_literal_shortcut_is_the_general_path(lead, tail):
     """``a?`` (JSON's `` ?``) is parsed in concatenation() without atom()/quantifiers(): the
     same tree as the general path (``[a]?``: a class always takes it), and the same error

@@ -320,10 +320,15 @@ def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int
         (canon, indexed), draft4 = _canonical(root, strict), detect_draft(root)[0] == "draft4"
         if shared is None:
             try:
-                return convert(False)
+                regex = convert(False)
             except _TextLimit:
-                return convert(True)
-        return convert(bool(shared))
+                regex = convert(True)
+        else:
+            regex = convert(bool(shared))
+        # the rewritten copy dies now, by reference counting: alive when the collector is
+        # enabled again, the first collection would walk each of its dicts (issue #12, part 23)
+        del canon
+    return regex
 
 
 # The moved modules' examples run with this package's doctests (tests/test_doctests.py

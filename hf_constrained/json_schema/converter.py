@@ -133,6 +133,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
 
         self.resources[""] = (self.root, "")
         visit(self.root, "", "")
+        del visit  # it calls itself through its closure cell (and holds self): no cycle left
         self.base_uri = self.base_of.get("", "")
         # Best-effort helpers (oneOf proofs) resolve from the root only: safe
         # when the document is one resource.
