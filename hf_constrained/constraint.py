@@ -104,7 +104,8 @@ def packed_words(bits: np.ndarray):
     if len(bits) % 8:
         bits = np.concatenate([bits, np.zeros(8 - len(bits) % 8, dtype=np.uint8)])
     words = bits.view(np.uint64)
-    return bits, words, np.flatnonzero(words)
+    # (through a bool array: numpy's nonzero scans bools with SIMD, 64-bit words one by one)
+    return bits, words, words.astype(bool).nonzero()[0]
 
 
 def set_bit_ids(bits: np.ndarray, nz: np.ndarray, sel: np.ndarray) -> np.ndarray:
