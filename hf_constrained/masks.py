@@ -393,9 +393,9 @@ class SparseMasks(MaskLayout):
         if need > len(self.start):  # published by the caller, with the rows written
             self._grow_rows(need)
         host = self._steps_host  # on CPU: the steps' own memory, written in place
-        if num_steps <= len(self.steps):
+        if num_steps <= self.steps.shape[0]:  # (a tensor's len() is a Python call)
             return self.steps, host
-        size = max(num_steps, 2 * len(self.steps), self.STEPS_RESERVE)  # no zero fill: only
+        size = max(num_steps, 2 * self.steps.shape[0], self.STEPS_RESERVE)  # no zero fill: only
         if host is not None:  # the leading entries are ever read
             host = np.empty(size, dtype=np.int32)
             host[: self.num_steps] = self._steps_host[: self.num_steps]
@@ -525,15 +525,15 @@ class SparseMasks(MaskLayout):
         ids, ninf = self.row_ids(r), float("-inf")
         own = inplace and scores.is_contiguous()
         if self.keep[r]:
-            vals = scores[0].index_select(0, ids)
+            vals = scores.index_select(1, ids)  # (along the columns: no row view made)
             if own:
                 out = scores.fill_(ninf)
             else:
                 out = torch.full(scores.shape, ninf, dtype=scores.dtype, device=scores.device)
-            out[0].index_copy_(0, ids, vals)
+            out.index_copy_(1, ids, vals)
             return out
         out = scores if own else scores.clone(memory_format=torch.contiguous_format)
-        out[0].index_fill_(0, ids, ninf)
+        out.index_fill_(1, ids, ninf)
         return out
 
     def apply(self, scores, states, inplace):

@@ -132,6 +132,38 @@ def test_changed_prefix_is_not_taken_as_a_continuation(deepseek):
     assert run.hist[-1][0].tolist() == [-1]  # recomputed from its tokens, no parent
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_one_row_calls_by_tokens_keep_their_runs(monkeypatch, deepseek, kv, dtype):
+    """Outside generate() (tracked by tokens), one-row calls of two prompts of the same
+    length, interleaved: each call continues its own prompt's run (found by the prompt's
+    bytes), takes the fast path after the first step, and masks its own state."""
+    proc = RegexProcessor(KEY_VALUE, deepseek, cache_dir=False)
+    width = len(deepseek)
+    rng = np.random.default_rng(5)
+    prompts, gens, runs = ([7, 8, 9], [7, 8, 10]), ([], []), [None, None]
+    taken, one = [], Run._advance_one
+
+    def spy(self, ids):
+        res = one(self, ids)
+        taken.append(res is not None)
+        return res
+
+    for step in range(24):
+        for p in (0, 1):
+            gen = gens[p]
+            state = int(kv.walk(kv.starts[:1], np.array([gen], dtype=np.int64))[0]) if gen else int(kv.starts[0])
+            out = proc(torch.tensor([prompts[p] + gen], dtype=dtype), torch.zeros(1, width))
+            allowed = torch.from_numpy(kv.allowed_mask(state if state > 0 else FINISHED, width))
+            assert torch.equal(torch.isfinite(out[0]), allowed), (step, p)
+            if runs[p] is None:
+                runs[p] = proc._run
+            assert proc._run is runs[p], (step, p)  # its own run, not the other prompt's
+            gen.append(int(rng.choice(kv.allowed_ids(state))) if state > 0 else 0)
+            if step == 0 and p == 1:
+                monkeypatch.setattr(Run, "_advance_one", spy)
+    assert runs[0] is not runs[1] and len(taken) == 46 and all(taken)
+
+
 def _walk_states(kv, rng, steps):
     states, q = [], int(kv.starts[0])
     for _ in range(steps):
