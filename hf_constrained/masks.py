@@ -53,13 +53,14 @@ _BYTE_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int6
 
 
 def bit_count(bits: np.ndarray) -> int:
-    """Set bits in a uint8 array (``np.bitwise_count`` where numpy has it, >= 2.0).
+    """Set bits in an unsigned integer array (``np.bitwise_count`` where numpy has it,
+    >= 2.0; a byte table else).
 
-    >>> bit_count(np.array([0b1011, 0xFF, 0], dtype=np.uint8))
-    11
+    >>> bit_count(np.array([0b1011, 0xFF, 0], dtype=np.uint8)), bit_count(np.array([2**64 - 1], dtype=np.uint64))
+    (11, 64)
     """
     count = getattr(np, "bitwise_count", None)
-    return int(count(bits).sum()) if count is not None else int(_BYTE_POPCOUNT[bits].sum())
+    return int(count(bits).sum()) if count is not None else int(_BYTE_POPCOUNT[bits.view(np.uint8)].sum())
 
 
 def default_layout(device: torch.device) -> str:
@@ -96,7 +97,7 @@ def _nonzero(mask: np.ndarray, n: int) -> np.ndarray:
         return np.flatnonzero(mask)
     mask = np.ascontiguousarray(mask)
     head = len(mask) // 8 * 8
-    words = np.flatnonzero(mask[:head].view(np.uint64))
+    words = mask[:head].view(np.uint64).astype(bool).nonzero()[0]  # (bools: numpy's SIMD scan)
     r, c = np.nonzero(mask[:head].reshape(-1, 8)[words])
     ids = words[r] * 8 + c
     if head == len(mask):
@@ -149,14 +150,15 @@ def _id_list(bits: np.ndarray, width: int):
         n = sum(v.bit_count() for v in vals)
         if n <= _FEW_IDS and 2 * n <= width:
             return True, _word_bits(nz.tolist(), vals, n)
-    sel = words[nz].view(np.uint8)
-    keep = 128 * len(nz) <= width or 2 * bit_count(sel) <= width
+    vals = words[nz]
+    keep = 128 * len(nz) <= width or 2 * bit_count(vals) <= width  # (counted in words)
+    sel = vals.view(np.uint8)
     if not keep:  # the banned ids: the zero bits below the width
         bits = np.invert(bits, out=bits)
         bits[(width + 7) // 8:] = 0
         if width % 8:
             bits[width // 8] &= (1 << (width % 8)) - 1
-        nz = np.flatnonzero(words)
+        nz = words.astype(bool).nonzero()[0]
         sel = words[nz].view(np.uint8)
     return keep, set_bit_ids(bits, nz, sel)
 
