@@ -339,29 +339,30 @@ class SparseMasks(MaskLayout):
     name = "sparse"
 
     def __init__(self, constraint, width: int, device: torch.device):
-        self.steps = torch.zeros(0, dtype=torch.int32, device=device)  # gaps < 2**31
+        super().__init__(constraint, width, device)
         # on CPU the steps are a numpy array's memory (written without torch calls)
-        on_host = self.HOST_STEPS and torch.device(device).type == "cpu"
+        on_host = self.HOST_STEPS and self.device.type == "cpu"
         self._steps_host = np.zeros(0, dtype=np.int32) if on_host else None
+        self.steps = torch.from_numpy(self._steps_host) if on_host else torch.zeros(
+            0, dtype=torch.int32, device=device)  # gaps < 2**31
         self.num_steps = 0
-        self.start, self.count, self.first, self.last = (np.zeros(0, dtype=np.int64) for _ in range(4))
-        self.keep = np.zeros(0, dtype=bool)
+        # 64 rows to start with; row 0 (FINISHED) empty until written: the same in every table
+        self.start, self.count, self.first, self.last = (np.zeros(64, dtype=np.int64) for _ in range(4))
+        self.keep = np.zeros(64, dtype=bool)
         self._local = threading.local()  # scratch buffers, one set per thread
         self._ids: dict = {}  # table row -> its ids as an int64 device tensor (one-row steps)
         self._ids_bytes = 0
         self._ids_limit = self.IDS_CACHE_BYTES  # fixed when the table is made
-        super().__init__(constraint, width, device)
-        self._grow_rows(1)  # row 0 (FINISHED) empty until written: the same in every table
-        self.start[0] = self.count[0] = self.first[0] = self.last[0] = 0
-        self.keep[0] = False
 
     # On CPU new states' steps are written through a numpy view of their memory
     # (False: through torch, as on an accelerator; tests compare the two).
     HOST_STEPS = True
 
-    # Room for this many steps is reserved up front (lazily mapped pages on the host:
-    # no cost until written), so that a walk's first states add theirs without copies.
-    STEPS_RESERVE = 1 << 20
+    # Room for this many steps (256 KB: the steps of a median corpus walk, ~30k, fit) is
+    # reserved at the first store, so that a walk's first states add theirs without copies;
+    # then the steps double. (A 4 MB reserve cost 12-70 us at a table's first store: numpy
+    # maps it and advises huge pages.)
+    STEPS_RESERVE = 1 << 16
 
     def _grow_rows(self, need: int) -> None:
         """Room for ``need`` table rows in the host arrays (doubling; rows beyond

@@ -255,7 +255,9 @@ class Run(_LazyRowHash):
         self.rows, self.prompt_len, self.num_prompts = rows, length, num_prompts
         starts = np.asarray(constraint.starts if starts is None else starts, dtype=np.int64)
         prompt_starts = starts if per_prompt else np.repeat(starts[:1], num_prompts)
-        if per_prompt:  # count_prompts checked that the rows split evenly
+        if rows == 1:  # (one prompt: with a pattern per prompt, count_prompts checked there is one)
+            self.start_states = prompt_starts[:1].copy()
+        elif per_prompt:  # count_prompts checked that the rows split evenly
             self.start_states = prompt_starts[np.arange(rows) // (rows // num_prompts)].astype(np.int64)
         else:
             self.start_states = np.full(rows, starts[0], dtype=np.int64)
