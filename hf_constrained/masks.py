@@ -449,7 +449,8 @@ class SparseMasks(MaskLayout):
         self.keep[r], self.start[r], self.count[r] = k, at, n
         self.steps, self._steps_host, self.num_steps = steps, host, at + n
         if self._ids_bytes + 8 * n <= self._ids_limit:  # (under the table's lock, like every _store)
-            self._ids[r] = torch.from_numpy(ids) if host is not None else torch.from_numpy(ids).to(self.device)
+            ready = torch.from_numpy(ids)
+            self._ids[r] = ready if self.device.type == "cpu" else ready.to(self.device)
             self._ids_bytes += 8 * n
 
     def _scratch(self, name: str, n: int, dtype: torch.dtype) -> torch.Tensor:

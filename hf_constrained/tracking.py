@@ -283,6 +283,19 @@ class Run(_LazyRowHash):
     def prompt_ids(self) -> torch.Tensor:
         return self.record.prompt_ids
 
+    @property
+    def last_hash(self):
+        """:class:`_LazyRowHash`'s, handing a hash computed here to the record when it
+        waits for the same ids' (a one-row step pends both): hashed once, not twice."""
+        ids = self._pending
+        h = _LazyRowHash.last_hash.fget(self)
+        rec = self.record
+        if ids is not None and rec._pending is ids:
+            rec._last_hash, rec._pending = h, None
+        return h
+
+    last_hash = last_hash.setter(_LazyRowHash.last_hash.fset)
+
     def continues(self, input_ids: torch.Tensor, by_tokens: bool = True) -> bool:
         """Shape test: can ``input_ids`` be a later step of this call? Tracked by
         tokens, a step adds at most one token; within one GenerationConfig any

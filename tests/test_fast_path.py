@@ -119,6 +119,27 @@ def test_row_hash_left_to_its_first_read(kv, seed, device):
         assert torch.equal(fast.record.last_hash, slow.record.last_hash)
 
 
+def test_row_hash_of_a_fast_step_computed_once(monkeypatch, kv):
+    """The run and its record both wait for a fast step's row hash: the first read
+    (a later general step, ``close()``) computes it once for both."""
+    from hf_constrained import tracking
+
+    prompt = [7, 8, 9]
+    token = int(kv.allowed_ids(int(kv.starts[0]))[0])
+    hashed, real = [], tracking._hash
+    monkeypatch.setattr(tracking, "_hash", lambda ids, pw: hashed.append(ids) or real(ids, pw))
+    for read in ("run", "close"):
+        hashed.clear()
+        run = Run(kv, torch.tensor([prompt]), None, num_prompts=1)
+        ids = torch.tensor([prompt + [token]])
+        assert run._advance_one(ids) is not None and run.record._pending is not None
+        h = run.last_hash if read == "run" else (run.close(), run.record.last_hash)[1]
+        assert run.record._pending is None and len(hashed) == 1
+        assert torch.equal(run.record.last_hash, h) and torch.equal(h, real(ids, _powers(4, ids.device)))
+        if read == "run":
+            assert run.record.last_hash is run.last_hash
+
+
 def test_changed_prefix_is_not_taken_as_a_continuation(deepseek):
     """Same length + 1 but an earlier token differs: the state comes from the new tokens.
     Were the comparison skipped, the row would continue from the old state (here: dead)."""
