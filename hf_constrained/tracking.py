@@ -390,7 +390,7 @@ class Run(_LazyRowHash):
         self._row = row.tobytes() if row is not None else None  # (the same values as ids)
         self._last_hash, self._pending = None, ids
         rec = self.record
-        rec._last_hash, rec._pending, rec.hash_len = None, ids, length
+        rec.hash_later(ids)
         if length > rec.max_len:
             rec.max_len = length
         return states
