@@ -104,7 +104,8 @@ def packed_words(bits: np.ndarray):
     if len(bits) % 8:
         bits = np.concatenate([bits, np.zeros(8 - len(bits) % 8, dtype=np.uint8)])
     words = bits.view(np.uint64)
-    return bits, words, np.flatnonzero(words)
+    # (through a bool array: numpy's nonzero scans bools with SIMD, 64-bit words one by one)
+    return bits, words, words.astype(bool).nonzero()[0]
 
 
 def set_bit_ids(bits: np.ndarray, nz: np.ndarray, sel: np.ndarray) -> np.ndarray:
@@ -121,7 +122,7 @@ def set_bit_ids(bits: np.ndarray, nz: np.ndarray, sel: np.ndarray) -> np.ndarray
     if len(nz) <= 32:  # a few words: unpack them whole
         pos = np.flatnonzero(np.unpackbits(sel, bitorder="little").view(bool))
         return (nz[pos >> 6] << 6) | (pos & 63)
-    nzb = np.flatnonzero(sel)  # else their nonzero bytes only
+    nzb = sel.astype(bool).nonzero()[0]  # else their nonzero bytes only (a bool scan)
     if 2 * len(nzb) > len(bits):  # dense: one pass over all the bits
         return np.flatnonzero(np.unpackbits(bits, bitorder="little").view(bool))
     byte = (nz[nzb >> 3] << 3) | (nzb & 7)

@@ -53,13 +53,14 @@ _BYTE_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int6
 
 
 def bit_count(bits: np.ndarray) -> int:
-    """Set bits in a uint8 array (``np.bitwise_count`` where numpy has it, >= 2.0).
+    """Set bits in an unsigned integer array (``np.bitwise_count`` where numpy has it,
+    >= 2.0; a byte table else).
 
-    >>> bit_count(np.array([0b1011, 0xFF, 0], dtype=np.uint8))
-    11
+    >>> bit_count(np.array([0b1011, 0xFF, 0], dtype=np.uint8)), bit_count(np.array([2**64 - 1], dtype=np.uint64))
+    (11, 64)
     """
     count = getattr(np, "bitwise_count", None)
-    return int(count(bits).sum()) if count is not None else int(_BYTE_POPCOUNT[bits].sum())
+    return int(count(bits).sum()) if count is not None else int(_BYTE_POPCOUNT[bits.view(np.uint8)].sum())
 
 
 def default_layout(device: torch.device) -> str:
@@ -96,12 +97,36 @@ def _nonzero(mask: np.ndarray, n: int) -> np.ndarray:
         return np.flatnonzero(mask)
     mask = np.ascontiguousarray(mask)
     head = len(mask) // 8 * 8
-    words = np.flatnonzero(mask[:head].view(np.uint64))
+    words = mask[:head].view(np.uint64).astype(bool).nonzero()[0]  # (bools: numpy's SIMD scan)
     r, c = np.nonzero(mask[:head].reshape(-1, 8)[words])
     ids = words[r] * 8 + c
     if head == len(mask):
         return ids
     return np.concatenate([ids, np.flatnonzero(mask[head:]) + head])
+
+
+# _id_list lists at most this many allowed ids, in at most this many nonzero words, on
+# Python ints (cheaper than numpy's calls for a handful; most new states of a JSON walk)
+_FEW_WORDS, _FEW_IDS = 16, 24
+
+
+def _word_bits(at: list, vals: list, n: int) -> np.ndarray:
+    """Sorted int64 positions of the ``n`` set bits of the 64-bit words ``vals`` (Python
+    ints) at word indices ``at`` (ascending), lowest bit first.
+
+    >>> _word_bits([0, 2], [0b1001, 1 << 63], 3).tolist()
+    [0, 3, 191]
+    """
+    out = np.empty(n, dtype=np.int64)
+    i = 0
+    for w, v in zip(at, vals):
+        base = w << 6
+        while v:
+            low = v & -v
+            out[i] = base | (low.bit_length() - 1)
+            i += 1
+            v ^= low
+    return out
 
 
 def _id_list(bits: np.ndarray, width: int):
@@ -120,14 +145,20 @@ def _id_list(bits: np.ndarray, width: int):
     (False, [3, 10, 17])
     """
     bits, words, nz = packed_words(bits)
-    sel = words[nz].view(np.uint8)
-    keep = 128 * len(nz) <= width or 2 * bit_count(sel) <= width
+    if len(nz) <= _FEW_WORDS:  # the usual new state: a handful of allowed ids
+        vals = words[nz].tolist()
+        n = sum(v.bit_count() for v in vals)
+        if n <= _FEW_IDS and 2 * n <= width:
+            return True, _word_bits(nz.tolist(), vals, n)
+    vals = words[nz]
+    keep = 128 * len(nz) <= width or 2 * bit_count(vals) <= width  # (counted in words)
+    sel = vals.view(np.uint8)
     if not keep:  # the banned ids: the zero bits below the width
         bits = np.invert(bits, out=bits)
         bits[(width + 7) // 8:] = 0
         if width % 8:
             bits[width // 8] &= (1 << (width % 8)) - 1
-        nz = np.flatnonzero(words)
+        nz = words.astype(bool).nonzero()[0]
         sel = words[nz].view(np.uint8)
     return keep, set_bit_ids(bits, nz, sel)
 
@@ -212,9 +243,19 @@ class MaskLayout:
                 return r
         with self._lock:  # a new state: added directly, no array passes
             row_of = self.row_of  # another thread may have added it meanwhile
-            if state >= len(row_of) or row_of[state] < 0:
-                self._add([state])
-            return int(self.row_of[state])
+            if state < len(row_of):
+                r = int(row_of[state])
+                if r >= 0:
+                    return r
+            r = self.used
+            self._store([state], r)
+            self.used = r + 1
+            if state >= len(row_of):
+                row_of = np.full(max(state + 1, 2 * len(row_of)), -1, dtype=np.int64)
+                row_of[: len(self.row_of)] = self.row_of
+            row_of[state] = r  # published after the row is written
+            self.row_of = row_of
+            return r
 
     def _to_device(self, host: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(host).to(self.device, non_blocking=True)
@@ -298,29 +339,30 @@ class SparseMasks(MaskLayout):
     name = "sparse"
 
     def __init__(self, constraint, width: int, device: torch.device):
-        self.steps = torch.zeros(0, dtype=torch.int32, device=device)  # gaps < 2**31
+        super().__init__(constraint, width, device)
         # on CPU the steps are a numpy array's memory (written without torch calls)
-        on_host = self.HOST_STEPS and torch.device(device).type == "cpu"
+        on_host = self.HOST_STEPS and self.device.type == "cpu"
         self._steps_host = np.zeros(0, dtype=np.int32) if on_host else None
+        self.steps = torch.from_numpy(self._steps_host) if on_host else torch.zeros(
+            0, dtype=torch.int32, device=device)  # gaps < 2**31
         self.num_steps = 0
-        self.start, self.count, self.first, self.last = (np.zeros(0, dtype=np.int64) for _ in range(4))
-        self.keep = np.zeros(0, dtype=bool)
+        # 64 rows to start with; row 0 (FINISHED) empty until written: the same in every table
+        self.start, self.count, self.first, self.last = (np.zeros(64, dtype=np.int64) for _ in range(4))
+        self.keep = np.zeros(64, dtype=bool)
         self._local = threading.local()  # scratch buffers, one set per thread
         self._ids: dict = {}  # table row -> its ids as an int64 device tensor (one-row steps)
         self._ids_bytes = 0
         self._ids_limit = self.IDS_CACHE_BYTES  # fixed when the table is made
-        super().__init__(constraint, width, device)
-        self._grow_rows(1)  # row 0 (FINISHED) empty until written: the same in every table
-        self.start[0] = self.count[0] = self.first[0] = self.last[0] = 0
-        self.keep[0] = False
 
     # On CPU new states' steps are written through a numpy view of their memory
     # (False: through torch, as on an accelerator; tests compare the two).
     HOST_STEPS = True
 
-    # Room for this many steps is reserved up front (lazily mapped pages on the host:
-    # no cost until written), so that a walk's first states add theirs without copies.
-    STEPS_RESERVE = 1 << 20
+    # Room for this many steps (256 KB: the steps of a median corpus walk, ~30k, fit) is
+    # reserved at the first store, so that a walk's first states add theirs without copies;
+    # then the steps double. (A 4 MB reserve cost 12-70 us at a table's first store: numpy
+    # maps it and advises huge pages.)
+    STEPS_RESERVE = 1 << 16
 
     def _grow_rows(self, need: int) -> None:
         """Room for ``need`` table rows in the host arrays (doubling; rows beyond
@@ -344,30 +386,36 @@ class SparseMasks(MaskLayout):
         k = 2 * n <= self.width
         return k, (_nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n))
 
-    def _store(self, states: list, base: int) -> None:
-        need = base + len(states)
-        lists = [self._list(s) for s in states]
-        num_steps = self.num_steps + sum(len(ids) for _, ids in lists)
+    def _room(self, num_steps: int, need: int):
+        """``(steps, host)`` with room for ``num_steps`` steps (the current ones copied
+        when they grow; not yet published) and the row arrays grown for ``need`` rows."""
         if num_steps >= 2**31:  # positions in steps are int32 (about 8 GB of ids)
             raise StateLimitError(
                 f"the CPU masks of the {need} constraint states visited hold more than 2**31 "
                 "token ids; lower max_states or use fewer, simpler patterns per processor")
-        if need > len(self.start):  # published below, with the rows written
+        if need > len(self.start):  # published by the caller, with the rows written
             self._grow_rows(need)
-        start, count, first, last, keep = self.start, self.count, self.first, self.last, self.keep
         host = self._steps_host  # on CPU: the steps' own memory, written in place
-        if num_steps > len(self.steps):
-            size = max(num_steps, 2 * len(self.steps), self.STEPS_RESERVE)  # no zero fill: only
-            if host is not None:  # the leading entries are ever read
-                host = np.empty(size, dtype=np.int32)
-                host[: self.num_steps] = self._steps_host[: self.num_steps]
-                steps = torch.from_numpy(host)
-            else:
-                steps = torch.empty(size, dtype=torch.int32, device=self.device)
-                steps[: self.num_steps] = self.steps[: self.num_steps]
-        else:
-            steps = self.steps
-        at, ready = self.num_steps, {}
+        if num_steps <= self.steps.shape[0]:  # (a tensor's len() is a Python call)
+            return self.steps, host
+        size = max(num_steps, 2 * self.steps.shape[0], self.STEPS_RESERVE)  # no zero fill: only
+        if host is not None:  # the leading entries are ever read
+            host = np.empty(size, dtype=np.int32)
+            host[: self.num_steps] = self._steps_host[: self.num_steps]
+            return torch.from_numpy(host), host
+        steps = torch.empty(size, dtype=torch.int32, device=self.device)
+        steps[: self.num_steps] = self.steps[: self.num_steps]
+        return steps, None
+
+    def _store(self, states: list, base: int) -> None:
+        if len(states) == 1:
+            return self._store_one(states[0], base)
+        need = base + len(states)
+        lists = [self._list(s) for s in states]
+        num_steps = self.num_steps + sum(len(ids) for _, ids in lists)
+        steps, host = self._room(num_steps, need)
+        start, count, first, last, keep = self.start, self.count, self.first, self.last, self.keep
+        at = self.num_steps
         # first id, then differences: straight into the steps on CPU, else one copy to the device
         gaps = host[at: num_steps] if host is not None else np.empty(num_steps - at, dtype=np.int32)
         for r, (k, ids) in enumerate(lists, base):
@@ -379,14 +427,31 @@ class SparseMasks(MaskLayout):
                 g[0] = ids[0]
                 np.subtract(ids[1:], ids[:-1], out=g[1:], casting="unsafe")
             at += n
-            if len(states) == 1 and self._ids_bytes + 8 * n <= self._ids_limit:
-                ready[r] = ids  # the one-row list, ready before its first use
         if host is None and len(gaps):
             steps[self.num_steps: num_steps] = torch.from_numpy(gaps).to(self.device)
         self.steps, self._steps_host, self.num_steps = steps, host, num_steps
-        for r, ids in ready.items():  # (under the table's lock, like every _store)
-            self._ids[r] = torch.from_numpy(ids) if host is not None else torch.from_numpy(ids).to(self.device)
-            self._ids_bytes += 8 * len(ids)
+
+    def _store_one(self, state: int, r: int) -> None:
+        """:meth:`_store` of one state (the one-row step's new state, and row 0): its list
+        is also kept ready as an int64 tensor (:meth:`row_ids`) before its first use."""
+        k, ids = self._list(state)
+        n, at = len(ids), self.num_steps
+        steps, host = self._room(at + n, r + 1)
+        if n:
+            g = host[at: at + n] if host is not None else np.empty(n, dtype=np.int32)
+            g[0] = ids[0]
+            np.subtract(ids[1:], ids[:-1], out=g[1:], casting="unsafe")
+            if host is None:
+                steps[at: at + n] = torch.from_numpy(g).to(self.device)
+            self.first[r], self.last[r] = ids[0], ids[-1]
+        else:
+            self.first[r] = self.last[r] = 0
+        self.keep[r], self.start[r], self.count[r] = k, at, n
+        self.steps, self._steps_host, self.num_steps = steps, host, at + n
+        if self._ids_bytes + 8 * n <= self._ids_limit:  # (under the table's lock, like every _store)
+            ready = torch.from_numpy(ids)
+            self._ids[r] = ready if self.device.type == "cpu" else ready.to(self.device)
+            self._ids_bytes += 8 * n
 
     def _scratch(self, name: str, n: int, dtype: torch.dtype) -> torch.Tensor:
         """A reused buffer of ``n`` elements (per thread): fresh multi-megabyte tensors
@@ -464,15 +529,15 @@ class SparseMasks(MaskLayout):
         ids, ninf = self.row_ids(r), float("-inf")
         own = inplace and scores.is_contiguous()
         if self.keep[r]:
-            vals = scores[0].index_select(0, ids)
+            vals = scores.index_select(1, ids)  # (along the columns: no row view made)
             if own:
                 out = scores.fill_(ninf)
             else:
                 out = torch.full(scores.shape, ninf, dtype=scores.dtype, device=scores.device)
-            out[0].index_copy_(0, ids, vals)
+            out.index_copy_(1, ids, vals)
             return out
         out = scores if own else scores.clone(memory_format=torch.contiguous_format)
-        out[0].index_fill_(0, ids, ninf)
+        out.index_fill_(1, ids, ninf)
         return out
 
     def apply(self, scores, states, inplace):

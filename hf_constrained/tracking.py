@@ -56,6 +56,8 @@ from .constraint import DEAD, FINISHED, UNKNOWN
 from .errors import GenerationConflictError
 
 _HASH_SEED = 0x5EED
+_PARENT_0 = np.zeros(1, dtype=np.int64)  # the one-row step's parents (shared: read only)
+_PARENT_0.flags.writeable = False
 _pow_cache: dict = {}
 _pow_lock = threading.Lock()
 
@@ -253,13 +255,17 @@ class Run(_LazyRowHash):
         self.rows, self.prompt_len, self.num_prompts = rows, length, num_prompts
         starts = np.asarray(constraint.starts if starts is None else starts, dtype=np.int64)
         prompt_starts = starts if per_prompt else np.repeat(starts[:1], num_prompts)
-        if per_prompt:  # count_prompts checked that the rows split evenly
+        if rows == 1:  # (one prompt: with a pattern per prompt, count_prompts checked there is one)
+            self.start_states = prompt_starts[:1].copy()
+        elif per_prompt:  # count_prompts checked that the rows split evenly
             self.start_states = prompt_starts[np.arange(rows) // (rows // num_prompts)].astype(np.int64)
         else:
             self.start_states = np.full(rows, starts[0], dtype=np.int64)
         # one copy of the prompt: the record's prompt ids are the first last_ids (never
         # written in place: each step replaces last_ids with a copy of its own ids)
         self.last_ids = input_ids.clone()
+        self._row = None  # bytes of last_ids' one row on CPU, once read (see _prev_row)
+        self._prompt_row = None  # and of the prompt's (see same_prompts)
         self.record = Record(self.last_ids, num_prompts, prompt_starts)
         self.hist = [(None, self.start_states.copy())]
         self._last_hash = None  # row hashes of last_ids (None when a step skipped tokens)
@@ -277,6 +283,19 @@ class Run(_LazyRowHash):
     def prompt_ids(self) -> torch.Tensor:
         return self.record.prompt_ids
 
+    @property
+    def last_hash(self):
+        """:class:`_LazyRowHash`'s, handing a hash computed here to the record when it
+        waits for the same ids' (a one-row step pends both): hashed once, not twice."""
+        ids = self._pending
+        h = _LazyRowHash.last_hash.fget(self)
+        rec = self.record
+        if ids is not None and rec._pending is ids:
+            rec._last_hash, rec._pending = h, None
+        return h
+
+    last_hash = last_hash.setter(_LazyRowHash.last_hash.fset)
+
     def continues(self, input_ids: torch.Tensor, by_tokens: bool = True) -> bool:
         """Shape test: can ``input_ids`` be a later step of this call? Tracked by
         tokens, a step adds at most one token; within one GenerationConfig any
@@ -285,6 +304,16 @@ class Run(_LazyRowHash):
         if rows != self.rows or length <= self.prompt_len or input_ids.device != self.last_ids.device:
             return False
         return not by_tokens or length <= self.last_ids.shape[1] + 1
+
+    def same_prompts(self, input_ids: torch.Tensor) -> bool:
+        """:func:`_same_prompts` of the prompt columns of ``input_ids`` (of :meth:`continues`'
+        shape) and this call's prompts; one row on CPU compares their bytes (no torch op)."""
+        if self.rows == 1 and input_ids.is_cpu and input_ids.dtype == self.last_ids.dtype:
+            prompt = self._prompt_row
+            if prompt is None:
+                prompt = self._prompt_row = self.prompt_ids.numpy()[0].tobytes()
+            return input_ids.numpy()[0, : self.prompt_len].tobytes() == prompt
+        return _same_prompts(input_ids[:, : self.prompt_len], self.prompt_ids)
 
     def close(self) -> None:
         """The call is over: keep only what ``tracked_states()`` reports (and the
@@ -299,7 +328,7 @@ class Run(_LazyRowHash):
         while len(self.hist) < g:  # lengths never seen: unknown ancestry
             self.hist.append((np.full(self.rows, -1), np.full(self.rows, UNKNOWN)))
         self.hist.append((parents, states))
-        self.last_ids = input_ids.clone()
+        self.last_ids, self._row = input_ids.clone(), None
         self.last_hash = self.record.last_hash = None  # hash of last_ids, set by the caller when it has it
         self.record.max_len = max(self.record.max_len, input_ids.shape[1])
 
@@ -335,27 +364,43 @@ class Run(_LazyRowHash):
         prev = self.last_ids
         length = input_ids.shape[1]
         k = length - 1 - self.prompt_len
-        if prev.shape[1] != length - 1 or len(self.hist) != k + 1 or prev.dtype != input_ids.dtype:
+        hist = self.hist
+        if prev.shape != (1, length - 1) or len(hist) != k + 1 or prev.dtype != input_ids.dtype:
             return None
-        if input_ids.device.type == "cpu":  # no synchronisation to save: direct reads
-            if not torch.equal(input_ids[:, :-1], prev):
+        row = None
+        if input_ids.is_cpu:  # no synchronisation to save: direct reads, on
+            row = input_ids.numpy()[0]  # the bytes of the rows (no torch op: this is ~1 us)
+            if row[:-1].tobytes() != self._prev_row():
                 return None
-            last = int(input_ids[0, -1])
+            last = int(row[-1])
         else:  # one small packet to the host, as on the general path
             packet = torch.stack([(input_ids[0, :-1] == prev[0]).all().long(), input_ids[0, -1]]).cpu()
             if not bool(packet[0]):
                 return None
             last = int(packet[1])
-        state = self.hist[k][1]
+        state = hist[k][1]
         if state[0] == UNKNOWN:
             return None
         states = self.constraint.advance(state.copy(), np.array([last], dtype=np.int64))
-        self._record(k + 1, np.zeros(1, dtype=np.int64), states, input_ids)
-        # the row hash (what the general path records) is read only by a later general
-        # step and by decode(): computed then, from the ids, not on every token
-        self._last_hash, self._pending = None, self.last_ids
-        self.record.hash_later(self.last_ids)
+        # what _record(k + 1, [0], states, input_ids) records, on attributes: the row hash
+        # (what the general path records) is read only by a later general step and by
+        # decode(): computed then, from the ids, not on every token
+        hist.append((_PARENT_0, states))
+        ids = self.last_ids = input_ids.clone()
+        self._row = row.tobytes() if row is not None else None  # (the same values as ids)
+        self._last_hash, self._pending = None, ids
+        rec = self.record
+        rec.hash_later(ids)
+        if length > rec.max_len:
+            rec.max_len = length
         return states
+
+    def _prev_row(self) -> bytes:
+        """The bytes of ``last_ids``' one row (on CPU), read once per step."""
+        row = self._row
+        if row is None:
+            row = self._row = self.last_ids.numpy()[0].tobytes()
+        return row
 
     def _advance_rows(self, input_ids: torch.Tensor) -> np.ndarray:
         """:meth:`advance` for any rows: parents found by row hashes, then verified."""
@@ -467,7 +512,7 @@ class Calls:
             with self._lock:
                 runs = list(self._by_tokens)
             for run in reversed(runs):  # the most recent first: usually the one
-                if run.continues(input_ids) and _same_prompts(input_ids[:, : run.prompt_len], run.prompt_ids):
+                if run.continues(input_ids) and run.same_prompts(input_ids):
                     self._local.last = run
                     return run, False
             run = make()

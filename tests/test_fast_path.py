@@ -119,6 +119,27 @@ def test_row_hash_left_to_its_first_read(kv, seed, device):
         assert torch.equal(fast.record.last_hash, slow.record.last_hash)
 
 
+def test_row_hash_of_a_fast_step_computed_once(monkeypatch, kv):
+    """The run and its record both wait for a fast step's row hash: the first read
+    (a later general step, ``close()``) computes it once for both."""
+    from hf_constrained import tracking
+
+    prompt = [7, 8, 9]
+    token = int(kv.allowed_ids(int(kv.starts[0]))[0])
+    hashed, real = [], tracking._hash
+    monkeypatch.setattr(tracking, "_hash", lambda ids, pw: hashed.append(ids) or real(ids, pw))
+    for read in ("run", "close"):
+        hashed.clear()
+        run = Run(kv, torch.tensor([prompt]), None, num_prompts=1)
+        ids = torch.tensor([prompt + [token]])
+        assert run._advance_one(ids) is not None and run.record._pending is not None
+        h = run.last_hash if read == "run" else (run.close(), run.record.last_hash)[1]
+        assert run.record._pending is None and len(hashed) == 1
+        assert torch.equal(run.record.last_hash, h) and torch.equal(h, real(ids, _powers(4, ids.device)))
+        if read == "run":
+            assert run.record.last_hash is run.last_hash
+
+
 def test_changed_prefix_is_not_taken_as_a_continuation(deepseek):
     """Same length + 1 but an earlier token differs: the state comes from the new tokens.
     Were the comparison skipped, the row would continue from the old state (here: dead)."""
@@ -130,6 +151,38 @@ def test_changed_prefix_is_not_taken_as_a_continuation(deepseek):
     assert state[0] > 0 and state[0] == engine.walk(engine.starts[:1], np.array([[c, d]]))[0]
     assert engine.advance(engine.walk(engine.starts[:1], np.array([[a]])), np.array([d]))[0] <= 0
     assert run.hist[-1][0].tolist() == [-1]  # recomputed from its tokens, no parent
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_one_row_calls_by_tokens_keep_their_runs(monkeypatch, deepseek, kv, dtype):
+    """Outside generate() (tracked by tokens), one-row calls of two prompts of the same
+    length, interleaved: each call continues its own prompt's run (found by the prompt's
+    bytes), takes the fast path after the first step, and masks its own state."""
+    proc = RegexProcessor(KEY_VALUE, deepseek, cache_dir=False)
+    width = len(deepseek)
+    rng = np.random.default_rng(5)
+    prompts, gens, runs = ([7, 8, 9], [7, 8, 10]), ([], []), [None, None]
+    taken, one = [], Run._advance_one
+
+    def spy(self, ids):
+        res = one(self, ids)
+        taken.append(res is not None)
+        return res
+
+    for step in range(24):
+        for p in (0, 1):
+            gen = gens[p]
+            state = int(kv.walk(kv.starts[:1], np.array([gen], dtype=np.int64))[0]) if gen else int(kv.starts[0])
+            out = proc(torch.tensor([prompts[p] + gen], dtype=dtype), torch.zeros(1, width))
+            allowed = torch.from_numpy(kv.allowed_mask(state if state > 0 else FINISHED, width))
+            assert torch.equal(torch.isfinite(out[0]), allowed), (step, p)
+            if runs[p] is None:
+                runs[p] = proc._run
+            assert proc._run is runs[p], (step, p)  # its own run, not the other prompt's
+            gen.append(int(rng.choice(kv.allowed_ids(state))) if state > 0 else 0)
+            if step == 0 and p == 1:
+                monkeypatch.setattr(Run, "_advance_one", spy)
+    assert runs[0] is not runs[1] and len(taken) == 46 and all(taken)
 
 
 def _walk_states(kv, rng, steps):

@@ -71,6 +71,33 @@ def test_id_list_ignores_nothing_below_the_width_and_clears_beyond_it():
         assert not keep and np.array_equal(ids, np.arange(0, width, 3))
 
 
+@pytest.mark.parametrize("width", [64, 129, 1000, 4097, 129280])
+def test_id_list_few_words_path_at_its_bounds(width):
+    """The Python-int listing of a handful of ids (``_FEW_WORDS`` nonzero words holding at
+    most ``_FEW_IDS`` bits) at and around both bounds, bits at both ends of their words."""
+    rng = np.random.default_rng(width)
+    words_max, ids_max = masks_module._FEW_WORDS, masks_module._FEW_IDS
+    n_words = (width + 63) // 64
+    for k in sorted({1, 2, words_max - 1, words_max, words_max + 1}):
+        for n in sorted({k, ids_max - 1, ids_max, ids_max + 1, 2 * k}):
+            if k > n_words or n < k or n > 64 * k or n > width:
+                continue
+            at = np.sort(rng.choice(n_words, k, replace=False))
+            ids = set((at * 64).tolist())  # bit 0 of each word
+            if n > k:
+                ids.add(int(min(at[-1] * 64 + 63, width - 1)))  # the last bit of the last word
+            spare = [i for w in at.tolist() for i in range(w * 64, min(w * 64 + 64, width)) if i not in ids]
+            if len(spare) < n - len(ids):  # (the last word is short)
+                continue
+            ids |= set(rng.choice(spare, max(0, n - len(ids)), replace=False).tolist())
+            allowed = np.zeros(width, bool)
+            allowed[sorted(ids)] = True
+            keep, got = _id_list(np.packbits(allowed, bitorder="little"), width)
+            want_keep, want = _oracle(allowed)
+            assert bool(keep) == want_keep and got.dtype == np.int64, (width, k, n)
+            assert np.array_equal(got, want), (width, k, n)
+
+
 PATTERNS = [r'[ ]?\{"name": "[^"\\]{0,12}", "tags": \[("[a-z]{1,4}"(, )?){0,3}\]\}', r"[^\n]{0,20}",
             r"(yes|no|maybe)[.!]"]
 

@@ -39,7 +39,8 @@ def test_bit_count_with_and_without_numpy_bitwise_count(monkeypatch):
     """numpy >= 1.24 is declared; ``np.bitwise_count`` only exists from numpy 2.0."""
     rng = np.random.default_rng(3)
     arrays = [rng.integers(0, 256, n, dtype=np.uint8) for n in (0, 1, 5, 16160)]
-    want = [int(np.unpackbits(a).sum()) for a in arrays]
+    arrays += [a[: len(a) // 8 * 8].view(np.uint64) for a in arrays]  # 64-bit words too
+    want = [int(np.unpackbits(a.view(np.uint8)).sum()) for a in arrays]
     assert [bit_count(a) for a in arrays] == want
     monkeypatch.delattr(np, "bitwise_count", raising=False)
     assert not hasattr(masks_module.np, "bitwise_count")
