@@ -289,6 +289,24 @@ def test_small_frontiers_filling_new_cells():
         assert fast.allowed_ids(q).tolist() == brute_force_allowed(fast, q)
 
 
+def _assert_same_columns(n_classes, step, reference, states):
+    """Two lexer steps ``(class -> column index, columns)`` give every byte class the same column."""
+    assert len(step[0]) == len(reference[0]) == n_classes
+    for k in range(n_classes):
+        assert step[1][step[0][k]] == reference[1][reference[0][k]], (states, k)
+
+
+def _assert_same_walks(name, vocab, automaton, along, masks):
+    """A fresh constraint (built under the caller's monkeypatched switches) walks the sentences
+    through the same states, with the same masks and as many configurations as ``automaton``."""
+    slow = GrammarConstraint(GRAMMARS[name], vocab)
+    assert [_states_along(slow, vocab, text)[1] for text in SENTENCES[name]] == along
+    for text, states, ms in zip(SENTENCES[name], along, masks):
+        for q, m in zip(states, ms):
+            assert np.array_equal(slow.index.bits(q), m), (text, q)
+    assert slow.automaton.num_states == automaton.num_states
+
+
 @pytest.mark.parametrize("name", ["arith", "json", "sql"])
 def test_small_lexer_steps_on_python_ints(name, deepseek, monkeypatch):
     """The lexer steps a lanes x classes table of at most SMALL_STEP cells on Python ints
@@ -308,17 +326,10 @@ def test_small_lexer_steps_on_python_ints(name, deepseek, monkeypatch):
         moves = a.lexer.table[st]
         sizes.append(moves.size)
         small, full = lexer._small_step(a.lexer, a._goes_on, moves), lexer._numpy_step(a.lexer, a._goes_on, moves)
-        assert len(small[0]) == len(full[0]) == a.lexer.n_classes
-        for k in range(a.lexer.n_classes):
-            assert small[1][small[0][k]] == full[1][full[0][k]], (states, k)
+        _assert_same_columns(a.lexer.n_classes, small, full, states)
     assert sum(s <= lexer.SMALL_STEP for s in sizes) > 10
     monkeypatch.setattr(lexer, "SMALL_STEP", 0)
-    slow = GrammarConstraint(GRAMMARS[name], deepseek)
-    assert [_states_along(slow, deepseek, text)[1] for text in SENTENCES[name]] == along
-    for text, states, ms in zip(SENTENCES[name], along, masks):
-        for q, m in zip(states, ms):
-            assert np.array_equal(slow.index.bits(q), m), (text, q)
-    assert slow.automaton.num_states == a.num_states
+    _assert_same_walks(name, deepseek, a, along, masks)
 
 
 @pytest.mark.parametrize("name", ["arith", "json", "sql"])
@@ -388,13 +399,6 @@ def test_sparse_lexer_steps_equal_the_table_steps(name, deepseek, monkeypatch):
         st = np.array(states, dtype=np.int64)
         sparse = lexer._sparse_step(a.lexer, a._goes_on, states, {})
         full = lexer._numpy_step(a.lexer, a._goes_on, a.lexer.table[st])
-        assert len(sparse[0]) == len(full[0]) == a.lexer.n_classes
-        for k in range(a.lexer.n_classes):
-            assert sparse[1][sparse[0][k]] == full[1][full[0][k]], (states, k)
+        _assert_same_columns(a.lexer.n_classes, sparse, full, states)
     monkeypatch.setattr(lexer, "SPARSE_STEP", False)
-    slow = GrammarConstraint(GRAMMARS[name], deepseek)
-    assert [_states_along(slow, deepseek, text)[1] for text in SENTENCES[name]] == along
-    for text, states, ms in zip(SENTENCES[name], along, masks):
-        for q, m in zip(states, ms):
-            assert np.array_equal(slow.index.bits(q), m), (text, q)
-    assert slow.automaton.num_states == a.num_states
+    _assert_same_walks(name, deepseek, a, along, masks)
