@@ -43,7 +43,7 @@ import threading
 import numpy as np
 import torch
 
-from .constraint import FINISHED, packed_words, set_bit_ids
+from .constraint import FINISHED, Constraint, packed_words, set_bit_ids
 from .errors import StateLimitError
 
 LAYOUTS = ("packed", "sparse")
@@ -131,7 +131,7 @@ def _word_bits(at: list, vals: list, n: int) -> np.ndarray:
 
 def _id_list(bits: np.ndarray, width: int):
     """``(keep, ids)`` of a state from its packed allowed ``bits`` (little-endian,
-    ``ceil(width / 8)`` bytes, those at and beyond ``width`` clear; a fresh array):
+    ``ceil(width / 8)`` bytes, those at and beyond ``width`` clear; only read, never written):
     its sorted int64 allowed ids when they are at most half of ``width`` (``keep``),
     else its banned ids below ``width``. Reads the bits as 64-bit words and unpacks
     only the nonzero ones: O(width / 64) plus O(ids), no 129k-wide pass.
@@ -154,7 +154,8 @@ def _id_list(bits: np.ndarray, width: int):
     keep = 128 * len(nz) <= width or 2 * bit_count(vals) <= width  # (counted in words)
     sel = vals.view(np.uint8)
     if not keep:  # the banned ids: the zero bits below the width
-        bits = np.invert(bits, out=bits)
+        bits = np.invert(bits)  # (a fresh array: ``bits`` may be the engine's, read-only)
+        words = bits.view(np.uint64)
         bits[(width + 7) // 8:] = 0
         if width % 8:
             bits[width // 8] &= (1 << (width % 8)) - 1
@@ -378,7 +379,8 @@ class SparseMasks(MaskLayout):
     def _list(self, s: int):
         """``(keep, ids)`` of state ``s``: its sorted int64 allowed ids when they are at
         most half of the width, else its banned ids."""
-        bits = self.constraint.allowed_bits(s, self.width)
+        c = self.constraint  # (an engine's own stored bits, read-only; other objects: a copy)
+        bits = c.packed_allowed(s, self.width) if isinstance(c, Constraint) else c.allowed_bits(s, self.width)
         if bits is not None:  # packed (16 KB at 129k): no 129k-wide pass per new state
             return _id_list(bits, self.width)
         allowed = self.constraint.allowed_mask(s, self.width)

@@ -95,3 +95,54 @@ def test_allowed_bits_clear_beyond_the_width(deepseek, width):
         r = fast.row(s)
         assert r == slow.row(s) and fast.keep[r] == slow.keep[r]
         assert torch.equal(fast.row_ids(r), slow.row_ids(r))
+
+
+@pytest.mark.parametrize("width_delta", [0, -8, -3, 5, 64])
+def test_packed_allowed_reads_the_stored_bits_read_only(deepseek, width_delta):
+    """The CPU layout's reader: allowed_bits' bytes, read-only, the index's own stored
+    mask (no copy) where the width allows it; writing through it fails loudly."""
+    rc = RegexConstraint.from_tokenizer([r"[^\n]{0,20}", r"[0-9]{1,3}"], deepseek)
+    width = len(deepseek) + width_delta
+    for s in [FINISHED] + rc.starts.tolist():
+        stored, before = rc.index.bits(s), rc.index.bits(s).copy()
+        bits = rc.packed_allowed(s, width)
+        assert np.array_equal(bits, rc.allowed_bits(s, width)), s
+        assert not bits.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            bits[0] = 0
+        with pytest.raises(ValueError, match="read-only"):
+            np.invert(bits, out=bits)
+        if width_delta in (0, -8):  # whole bytes within the stored mask: a view of it
+            assert np.shares_memory(bits, stored)
+        assert np.array_equal(rc.index.bits(s), before)
+
+
+def test_a_banned_list_from_the_stored_bits_leaves_them_unchanged(deepseek):
+    # most tokens allowed at the start: the layout lists the banned ids from inverted bits
+    rc = RegexConstraint.from_tokenizer([r"[^\n]{0,20}"], deepseek)
+    s = int(rc.starts[0])
+    before = rc.index.bits(s).copy()
+    table = SparseMasks(rc, len(deepseek), "cpu")
+    r = table.row(s)
+    assert not table.keep[r] and table.count[r] > 0
+    assert np.array_equal(rc.index.bits(s), before)
+    assert np.array_equal(table.row_ids(r).numpy(), np.flatnonzero(~rc.allowed_mask(s, len(deepseek))))
+
+
+def test_default_packed_allowed_is_allowed_bits_read_only():
+    from hf_constrained.constraint import Constraint
+
+    class Few(Constraint):
+        starts, eos_token_ids, vocab_size = np.array([1]), np.array([0]), 20
+
+        def allowed_ids(self, q):
+            return np.array([0, 5, 19], dtype=np.int32)
+
+        def allowed_bits(self, q, width):
+            return np.packbits(self.allowed_mask(q, width), bitorder="little")
+
+    bits = Few().packed_allowed(1, 20)
+    assert packed_ids(bits).tolist() == [0, 5, 19] and not bits.flags.writeable
+    assert Constraint.packed_allowed(Few.__new__(Constraint), 1, 20) is None  # no packed form
+    table = SparseMasks(Few(), 20, "cpu")
+    assert table.row_ids(table.row(1)).tolist() == [0, 5, 19]
