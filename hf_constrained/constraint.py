@@ -213,6 +213,23 @@ class Constraint:
         no packed form ready (the default: the CPU layout then reads :meth:`allowed_mask`)."""
         return None
 
+    def packed_allowed(self, state: int, width: int):
+        """:meth:`allowed_bits` for readers that only read: the same bytes, read-only
+        (writing raises), maybe the engine's own stored mask (no copy per new state),
+        or None. Default: :meth:`allowed_bits`'s array, made read-only.
+
+        >>> class Odd(Constraint):
+        ...     def allowed_bits(self, q, width):
+        ...         return np.packbits(np.arange(width) % 2 == 1, bitorder="little")
+        >>> bits = Odd().packed_allowed(1, 16)
+        >>> bits.tolist(), bits.flags.writeable
+        ([170, 170], False)
+        """
+        bits = self.allowed_bits(state, width)
+        if bits is not None:
+            bits.flags.writeable = False
+        return bits
+
     def banned_bits(self, state: int, width: int) -> np.ndarray:
         """Packed little-endian bits (``ceil(width / 8)`` bytes) of the *banned* ids:
         the layout the accelerator masking kernel reads."""
