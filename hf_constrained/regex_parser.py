@@ -67,9 +67,6 @@ _ESCAPED_LITERAL = frozenset("!\"#%&'()*+,-./:;<=>?@[\\]^_`{|}~ $")
 _CLASS_TEXT = re.compile(r"\[\^?\]?(?:[^\\\]]|\\.)*\]", re.S)
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _CACHE_MAX = 4096
-# one step of the scan for group ends: anything up to and including the next parenthesis
-# outside escapes and classes (possessive: a failed step fails at once, never backtracks)
-_TO_PAREN = re.compile(r"(?:[^()\\\[]++|\\.|\[\^?\]?(?:[^\]\\]++|\\.)*+\])*+[()]", re.S)
 _CLASS_CACHE: dict = {}  # class text -> ranges, for parsers without shorthand overrides
 _LITERALS: dict = {}     # code point -> ("cls", ranges)
 _CHAR_NODES: dict = {}   # character -> the same node
@@ -152,7 +149,9 @@ class _Parser:
         # group text -> (tree, deepest nesting it was parsed at): a JSON regex repeats whole
         # groups (a string value's body, a number) hundreds of times; None: off
         self._groups: dict | None = {} if groups else None
-        self._ends: dict | None = None  # "(" position -> the position after its ")" (a guess)
+        # a cached group's text up to its first ")" (escaped or not) -> the cached texts
+        # that start so (see group())
+        self._by_head: dict = {}
         self.depth = 0
         self.names: set = set()
         self.classes = classes or {}
@@ -417,37 +416,28 @@ class _Parser:
         m = _COUNTED.match(self.p, self.i)
         return bool(m) and not (m.group(1) == "" and m.group(2) == "")
 
-    def _group_ends(self) -> dict:
-        """Where each group seems to end, by one scan of escapes, classes and parentheses. Only
-        a guess (comments, malformed text): a cached group is taken only where its exact text
-        stands, and the scan stops at the first place it cannot read."""
-        ends, opened, i, p = {}, [], 0, self.p
-        while True:
-            m = _TO_PAREN.match(p, i)
-            if m is None:
-                return ends
-            i = m.end()
-            if p[i - 1] == "(":
-                opened.append(i - 1)
-            elif opened:
-                ends[opened.pop()] = i
-
     def group(self):
         pos = self.i
         cache = self._groups
-        if cache:
+        head = None
+        if cache is not None:
             # the same text parses to the same tree anywhere: a group's parse reads nothing
             # after its ")", names are never cached, calls only refer to earlier definitions
-            # (those stay defined), and the nesting limit holds at no deeper a level
-            ends = self._ends
-            if ends is None:
-                ends = self._ends = self._group_ends()
-            end = ends.get(pos)
-            if end is not None:
-                got = cache.get(self.p[pos:end])
-                if got is not None and self.depth <= got[1]:
-                    self.i = end
-                    return got[0]
+            # (those stay defined), and the nesting limit holds at no deeper a level. A
+            # cached text T that stands here holds the first ")" after here (T ends in one),
+            # so T starts with this head: the texts under it are the only candidates (at
+            # most one of them stands here: a group's text is never a proper prefix of
+            # another's, as its parse would have stopped there)
+            close = self.p.find(")", pos)
+            if close >= 0:
+                head = self.p[pos:close + 1]
+                for text in self._by_head.get(head, ()):
+                    if self.p.startswith(text, pos):
+                        got = cache[text]
+                        if self.depth <= got[1]:
+                            self.i = pos + len(text)
+                            return got[0]
+                        break
         names = len(self.names)
         self.i += 1
         if self.p.startswith("?", self.i):
@@ -495,7 +485,10 @@ class _Parser:
             self.error("missing ), unterminated subpattern", pos)
         self.i += 1
         if cache is not None and len(self.names) == names:  # no named group inside
-            cache[self.p[pos:self.i]] = (inner, self.depth)
+            text = self.p[pos:self.i]
+            if text not in cache:
+                self._by_head.setdefault(head, []).append(text)
+            cache[text] = (inner, self.depth)
         return inner
 
     def escape(self, in_class: bool):
