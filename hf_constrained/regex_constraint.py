@@ -197,6 +197,28 @@ class RegexConstraint(Constraint):
 
 
 # ---------------------------------------------------------------- the probe
+def _leaf_tries(dfa):
+    """Per leaf trie of ``dfa``'s forest, the lists ``(nodes, final classes, inner entries)``:
+    its node count, the classes of its final bytes (bits of an int) and the classes that
+    lead into its inner nodes (a count), which :func:`growth_bounds` and
+    :func:`quick_bounds` both start from."""
+    cls = dfa._class_list
+    sizes, fins, inners = [], [], []
+    for nodes in dfa._forest.tries:
+        fin = inner = 0
+        for edges in nodes:
+            for blo, bhi, tgt in edges:
+                a, b = cls[blo], cls[bhi]
+                if tgt < 0:
+                    fin |= ((1 << (b + 1)) - 1) ^ ((1 << a) - 1)
+                else:
+                    inner += b - a + 1
+        sizes.append(len(nodes))
+        fins.append(fin)
+        inners.append(inner)
+    return sizes, fins, inners
+
+
 def growth_bounds(dfa, max_entries: int | None = None):
     """``(positions, entries)``: upper bounds, from ``dfa``'s syntax trees alone, on
     the pattern positions the automaton can ever hold (END included), and on the
@@ -237,20 +259,7 @@ def growth_bounds(dfa, max_entries: int | None = None):
     """
     f = dfa._forest
     kind, kids, parent, nullable, trie, target = f.kind, f.kids, f.parent, f.nullable, f.trie, f.target
-    cls = dfa._class_list
-    sizes, fins, inners = [], [], []  # per leaf trie: nodes, classes of final bytes (bits), classes into inner nodes
-    for nodes in f.tries:
-        fin = inner = 0
-        for edges in nodes:
-            for blo, bhi, tgt in edges:
-                a, b = cls[blo], cls[bhi]
-                if tgt < 0:
-                    fin |= ((1 << (b + 1)) - 1) ^ ((1 << a) - 1)
-                else:
-                    inner += b - a + 1
-        sizes.append(len(nodes))
-        fins.append(fin)
-        inners.append(inner)
+    sizes, fins, inners = _leaf_tries(dfa)
     fins.append(0)  # trie -1: not a leaf
     n = len(kind)
     last = [fins[t] for t in trie]  # classes of a node's last byte; leaves done, the rest bottom-up
@@ -351,20 +360,8 @@ def quick_bounds(dfa):
     """
     f = dfa._forest
     kind, kids, parent, nullable, trie, target = f.kind, f.kids, f.parent, f.nullable, f.trie, f.target
-    cls = dfa._class_list
-    sizes, fins, inners = [], [], []  # per leaf trie: nodes, final bytes' classes (a count), classes into inner nodes
-    for nodes in f.tries:
-        fin = inner = 0
-        for edges in nodes:
-            for blo, bhi, tgt in edges:
-                a, b = cls[blo], cls[bhi]
-                if tgt < 0:
-                    fin |= ((1 << (b + 1)) - 1) ^ ((1 << a) - 1)
-                else:
-                    inner += b - a + 1
-        sizes.append(len(nodes))
-        fins.append(fin.bit_count())
-        inners.append(inner)
+    sizes, fins, inners = _leaf_tries(dfa)
+    fins = [fin.bit_count() for fin in fins]  # final bytes' classes, a count
     n_classes = dfa.n_classes
     n = len(kind)
     ctx = [0] * n
