@@ -111,20 +111,16 @@ def _repeated(tree) -> set:
         kind = node[0]
         if kind == "cls":  # most nodes: leaves first
             continue
-        if kind == "cat" or kind == "alt":
+        if kind == "cat" or kind == "alt" or kind == "rep":
             i = id(node)
             if i in seen:
                 again.add(i)
                 continue
             mark(i)
-            extend(node[1])
-        elif kind == "rep":
-            i = id(node)
-            if i in seen:
-                again.add(i)
-                continue
-            mark(i)
-            push(node[1])
+            if kind == "rep":
+                push(node[1])  # one child
+            else:
+                extend(node[1])
         elif kind == "def":
             push(node[2])
             extend(body for _, body in node[1])
