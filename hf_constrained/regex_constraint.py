@@ -397,8 +397,16 @@ def quick_bounds(dfa):
                 else:
                     ctx[c] += m
                     bits = -1
-        elif k == _ALT:
-            for c in kids[i]:
+        else:  # an alternation's children, a repetition's child, a reference's target
+            if k == _ALT:
+                cs = kids[i]
+            elif k == _REP:
+                cs = kids[i][:1]
+                if counted[i]:
+                    m *= hi[i] if hi[i] is not None else lo[i]
+            else:  # _REF
+                cs = (target[i],)
+            for c in cs:  # entered on classes not known here
                 t = trie[c]
                 if t >= 0:
                     positions += m * sizes[t]
@@ -406,20 +414,6 @@ def quick_bounds(dfa):
                     entries += m * inners[t]
                 else:
                     ctx[c] += m
-        else:
-            if k == _REP:
-                c = kids[i][0]
-                if counted[i]:
-                    m *= hi[i] if hi[i] is not None else lo[i]
-            else:  # _REF
-                c = target[i]
-            t = trie[c]
-            if t >= 0:
-                positions += m * sizes[t]
-                unknown += m
-                entries += m * inners[t]
-            else:
-                ctx[c] += m
     return positions, entries + unknown * n_classes, entries
 
 
