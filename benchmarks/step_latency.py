@@ -245,16 +245,37 @@ def _timed(fn, *args):
 def _process_caches(vocab):
     """A function that puts hf_constrained's per-process caches (shared by all
     processors of a vocabulary) back to how they are now, so that every repeat
-    of a schema starts from the same state (internal; a no-op if they move)."""
+    of a schema starts from the same state (internal; a no-op if they move).
+
+    Its ``settle()``, called once the schema's runs are done, leaves the caches as one
+    run of the schema would: what was there plus the walks its runs built. Without it
+    the caches stay as the last ``fresh()`` left them, the state before the schema,
+    whenever a ``fresh()`` comes last (llguidance's repeats, which build nothing): the
+    next schemas then rebuild the same walks and count each as a shape's first use
+    again (part 22's "50"; issue #12, part 29)."""
+    def noop():
+        return None
+    noop.settle = noop
     try:
         from hf_constrained import region
     except ImportError:
-        return lambda: None
+        return noop
     shared = getattr(region, "_REGION_WALKS", None)
     if shared is None:
-        return lambda: None
+        return noop
     before = dict(shared.get(vocab, {}))
-    return lambda: shared.__setitem__(vocab, dict(before))
+    built = dict(before)
+
+    def fresh():
+        built.update(shared.get(vocab, {}))
+        shared[vocab] = dict(before)
+
+    def settle():
+        built.update(shared.get(vocab, {}))
+        keep = getattr(getattr(region, "RegionWalk", None), "PER_VOCABULARY", len(built))
+        shared[vocab] = dict(list(built.items())[-keep:])  # the library drops the oldest too
+    fresh.settle = settle
+    return fresh
 
 
 def best(repeats, fresh, run, first=None):
@@ -525,6 +546,7 @@ def main():
                 R["l_step"] += llguidance_steps(f, c)
             else:
                 ll_rejects.append(name)
+        fresh.settle()
         gc.collect()
         if n % 25 == 24:
             print(f"  {n + 1} schemas walked", flush=True)
