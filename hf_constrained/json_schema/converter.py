@@ -19,6 +19,9 @@ from .values import _ValuesMixin
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+# The keywords _flatten expands or drops: a part with none of them is appended unchanged (the
+# same dict: no conversion writes into a part's schema; those that change one copy it first)
+_FLATTENED = frozenset({"$ref", "allOf", "if", "then", "else", "not"})
 
 
 class _TextLimit(SchemaError):
@@ -262,6 +265,9 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
             return False
         if not isinstance(s, dict):
             raise SchemaError(f"schema at {p or '/'} must be an object or a boolean")
+        if s.keys().isdisjoint(_FLATTENED):  # nothing to expand (most parts): the part as it is
+            out.append(part)
+            return True
         rest = dict(s)
         if "$ref" in rest:
             target, tptr = self.resolve(rest.pop("$ref"), _ptr(p, "$ref"))
