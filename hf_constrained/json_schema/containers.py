@@ -159,8 +159,23 @@ class _ContainersMixin:
 
         ws = self.ws
         members = []
+        single = None  # one part, no patterns, no propertyNames, no unevaluated*: each member's
+        if len(flat) == 1 and not uneval:  # parts as member_parts() gives them, without the loops
+            s, p, _ = flat[0]
+            if not s.get("patternProperties") and s.get("propertyNames", True) is True:
+                single = s.get("properties", {})
+                extra_ptr = _ptr(p, "additionalProperties") if "additionalProperties" in s else None
+                props_ptr = _ptr(p, "properties")
         for name in names:
-            value = self.convert_or_any(member_parts(name))
+            if single is None:
+                parts = member_parts(name)
+            elif name in single:
+                parts = [self.part(single[name], _ptr(props_ptr, name))]
+            elif extra_ptr is not None:
+                parts = [self.part(s["additionalProperties"], extra_ptr)]
+            else:
+                parts = []
+            value = self.convert(parts) if parts else self.any_value()
             if value is None:
                 if name in required:
                     return None
