@@ -284,6 +284,11 @@ class _Canon:
         # contentSchema, are all in _REWRITTEN), so False means the converter's resource
         # index is the trivial one: one resource, no anchors, no unevaluated*.
         self.indexed = False
+        # The $ref values of the rewritten subschemas, in the order made. They are all that
+        # keep_ref_targets' walk of the output can find (it walks the subschema keywords, which
+        # all go through schema(), except contentSchema: None once one is kept, so that the
+        # walk runs)
+        self.refs: list | None = []
 
     def schema(self, s: Any, ptr: str) -> Any:
         if not isinstance(s, dict):
@@ -324,6 +329,11 @@ class _Canon:
             out["minContains"] = 1  # drafts 06/07 require `contains` regardless
         if not self.indexed and not out.keys().isdisjoint(_INDEXED):
             self.indexed = True
+        if self.refs is not None:
+            if "$ref" in out:
+                self.refs.append(out["$ref"])
+            if "contentSchema" in out:
+                self.refs = None
         return self._rewrite(out, ptr)
 
     def _rewrite(self, out: dict, ptr: str) -> dict:
@@ -400,6 +410,6 @@ def _canonical(schema: Any, strict: bool) -> tuple[Any, bool]:
     draft, explicit = detect_draft(schema)
     c = _Canon(draft, explicit, strict)
     out = c.schema(schema, "")
-    out = keep_ref_targets(schema, out, c.schema)  # $refs into dropped keywords (rewritten by c too)
+    out = keep_ref_targets(schema, out, c.schema, c.refs)  # $refs into dropped keywords (rewritten by c too)
     c.warn()
     return out, c.indexed
