@@ -159,9 +159,12 @@ class _ContainersMixin:
 
         ws = self.ws
         members = []
-        single = None  # one part, no patterns, no propertyNames, no unevaluated*: each member's
-        if len(flat) == 1 and not uneval:  # parts as member_parts() gives them, without the loops
-            s, p, _ = flat[0]
+        single = None  # one non-empty part (an empty one adds no member part: what a bare
+        # $ref leaves), no patterns, no propertyNames, no unevaluated*: each member's parts as
+        # member_parts() gives them, without its loops
+        full = [q for q in flat if q.schema] if not uneval else ()
+        if len(full) == 1:
+            s, p, _ = full[0]
             if not s.get("patternProperties") and s.get("propertyNames", True) is True:
                 single = s.get("properties", {})
                 extra_ptr = _ptr(p, "additionalProperties") if "additionalProperties" in s else None

@@ -128,7 +128,7 @@ def _repeat(r: str, lo: int, hi: Optional[int]) -> str:
         return r
     atom = _group(r)
     if hi is None:
-        q = {0: "*", 1: "+"}.get(lo, f"{{{lo},}}")
+        q = "*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}"
     elif lo == hi:
         q = f"{{{lo}}}"
     elif (lo, hi) == (0, 1):
