@@ -146,6 +146,8 @@ def _alt(alternatives) -> Optional[str]:
     >>> _alt(["a", "b", None, "a"]), _alt(["", "ab"]), _alt([None])
     ('(?:a|b)', '(?:ab)?', None)
     """
+    if alternatives.__class__ is list and len(alternatives) == 1:
+        return alternatives[0]  # what the steps below give for one (None, "" or a text)
     seen = list(dict.fromkeys(a for a in alternatives if a is not None))  # O(n), order kept
     if not seen:
         return None
