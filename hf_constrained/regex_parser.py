@@ -304,8 +304,7 @@ class _Parser:
                 elif anchor and self.repeated_anchors:
                     start = self.i
                 continue
-            atom = self.atom()
-            repeated = False
+            atom = self.group() if c == "(" else self.atom()  # atom() would call group()
             if atom is _COMMENT:
                 # Like re, a comment adds no item: a quantifier right after it
                 # applies to the item before it ("a(?#x)*" is "a*").
@@ -314,8 +313,11 @@ class _Parser:
                 if not items:
                     self._nothing_to_repeat()
                 atom = items.pop()
-                repeated = last_quantified
-            quantified = self.quantifiers(atom, seen=repeated)
+                quantified = self.quantifiers(atom, seen=last_quantified)
+            elif self.i < n and p[self.i] in _QUANTIFIER_START:
+                quantified = self.quantifiers(atom)
+            else:  # what quantifiers() returns when no quantifier follows
+                quantified = atom
             last_quantified = quantified is not atom
             items.append(quantified)
         return items[0] if len(items) == 1 else ("cat", tuple(items))
@@ -418,6 +420,8 @@ class _Parser:
 
     def group(self):
         pos = self.i
+        if self.has_defs and self.p.startswith("(?&", pos):
+            return self.call(pos)  # a call is never cached (below): straight to it
         cache = self._groups
         head = None
         if cache is not None:

@@ -159,8 +159,26 @@ class _ContainersMixin:
 
         ws = self.ws
         members = []
+        single = None  # one non-empty part (an empty one adds no member part: what a bare
+        # $ref leaves), no patterns, no propertyNames, no unevaluated*: each member's parts as
+        # member_parts() gives them, without its loops
+        full = [q for q in flat if q.schema] if not uneval else ()
+        if len(full) == 1:
+            s, p, _ = full[0]
+            if not s.get("patternProperties") and s.get("propertyNames", True) is True:
+                single = s.get("properties", {})
+                extra_ptr = _ptr(p, "additionalProperties") if "additionalProperties" in s else None
+                props_ptr = _ptr(p, "properties")
         for name in names:
-            value = self.convert_or_any(member_parts(name))
+            if single is None:
+                parts = member_parts(name)
+            elif name in single:
+                parts = [self.part(single[name], _ptr(props_ptr, name))]
+            elif extra_ptr is not None:
+                parts = [self.part(s["additionalProperties"], extra_ptr)]
+            else:
+                parts = []
+            value = self.convert(parts) if parts else self.any_value()
             if value is None:
                 if name in required:
                     return None

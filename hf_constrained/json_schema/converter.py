@@ -3,6 +3,7 @@ resolution and flattening of a conjunction into parts."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any, Optional
 from urllib.parse import unquote, urldefrag
@@ -19,6 +20,12 @@ from .values import _ValuesMixin
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+# no tab, CR or LF (urllib removes them from a URL): a local "#..." $ref is its own fragment
+_URL_SAFE = re.compile(r"[^\t\r\n]*\Z").match
+_new_part = tuple.__new__  # _new_part(_Part, (schema, ptr, lineage)) is _Part(schema, ptr, lineage)
+# The keywords _flatten expands or drops: a part with none of them is appended unchanged (the
+# same dict: no conversion writes into a part's schema; those that change one copy it first)
+_FLATTENED = frozenset({"$ref", "allOf", "if", "then", "else", "not"})
 
 
 class _TextLimit(SchemaError):
@@ -105,7 +112,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
 
     def part(self, schema: Any, ptr: str, lineage: tuple = ()) -> _Part:
         self._ids += 1
-        return _Part(schema, ptr, lineage + (self._ids,))
+        return _new_part(_Part, (schema, ptr, lineage + (self._ids,)))  # _Part(...), no Python-level __new__
 
     # -- references ---------------------------------------------------------
 
@@ -151,7 +158,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         the base URI there; returns (target, target pointer)."""
         if not isinstance(ref, str):
             raise _refuse("$ref", ptr, "$ref must be a string")
-        base = self._base(ptr.rsplit("/", 1)[0])
+        base = "" if self.plain else self._base(ptr.rsplit("/", 1)[0])  # _base's answer when plain
         found = self._targets.get((ref, base))  # the same $ref at many places: URI work once
         if found is None:
             found = self._targets[(ref, base)] = self._resolve_uri(ref, base, ptr)
@@ -159,7 +166,10 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
 
     def _resolve_uri(self, ref: str, base: str, ptr: str) -> tuple[Any, str]:
         """:meth:`resolve` against the base URI ``base`` (raises naming ``ptr``)."""
-        uri, frag = urldefrag(_join_uri(base, ref))
+        if not base and ref.startswith("#") and _URL_SAFE(ref):  # what the URI functions give
+            uri, frag = "", ref[1:]                                 # for these (most refs)
+        else:
+            uri, frag = urldefrag(_join_uri(base, ref))
         if uri not in self.resources:
             raise _refuse("$ref", ptr, f"only references into this document ('#', "
                           f"'#/...', '#anchor', or a subschema's $id) are supported, not "
@@ -262,9 +272,13 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
             return False
         if not isinstance(s, dict):
             raise SchemaError(f"schema at {p or '/'} must be an object or a boolean")
-        rest = dict(s)
-        if "$ref" in rest:
-            target, tptr = self.resolve(rest.pop("$ref"), _ptr(p, "$ref"))
+        if s.keys().isdisjoint(_FLATTENED):  # nothing to expand (most parts): the part as it is
+            out.append(part)
+            return True
+        bare = len(s) == 1 and "$ref" in s  # {"$ref": ...} alone: nothing left once resolved
+        rest = {} if bare else dict(s)
+        if bare or "$ref" in rest:
+            target, tptr = self.resolve(s["$ref"] if bare else rest.pop("$ref"), _ptr(p, "$ref"))
             self.reads.append(tptr)  # what follows depends on ref_counts[tptr] (see _Memo)
             if self.recursion is not None and self.ref_counts[tptr]:  # recursion -> a grammar rule
                 out.append(self.recursion.marker(rest, target, tptr, _ptr(p, "$ref"), lin))
@@ -276,6 +290,9 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
             entered.append(tptr)
             if not self._flatten(self.part(target, tptr, lin), out, entered):
                 return False
+            if bare:  # what the steps below do with an empty rest
+                out.append(_new_part(_Part, (rest, p, lin)))
+                return True
         if "allOf" in rest:
             for i, sub in enumerate(rest.pop("allOf")):
                 if not self._flatten(self.part(sub, _ptr(p, "allOf", i), lin), out, entered):
@@ -310,7 +327,7 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         if "if" not in rest:  # then/else without if are ignored by the spec
             rest.pop("then", None)
             rest.pop("else", None)
-        out.append(_Part(rest, p, lin))
+        out.append(_new_part(_Part, (rest, p, lin)))
         return True
 
     def _convert_flat(self, flat: list, original: list) -> Optional[str]:

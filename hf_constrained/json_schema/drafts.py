@@ -252,9 +252,14 @@ def near_miss(word: str, keywords) -> Optional[str]:
     return None
 
 
-def _ptr(base: str, *tokens: Any) -> str:
+def _ptr(base: Any, *tokens: Any) -> str:
+    """``base`` (a pointer, or a :class:`_Canon` pointer: ``(parent, token, ...)``) with
+    ``tokens`` appended, escaped."""
+    if base.__class__ is tuple:
+        base = _ptr(*base)
     for t in tokens:
-        base += "/" + str(t).replace("~", "~0").replace("/", "~1")
+        t = str(t)
+        base += "/" + (t.replace("~", "~0").replace("/", "~1") if "~" in t or "/" in t else t)
     return base
 
 
@@ -284,8 +289,15 @@ class _Canon:
         # contentSchema, are all in _REWRITTEN), so False means the converter's resource
         # index is the trivial one: one resource, no anchors, no unevaluated*.
         self.indexed = False
+        # The $ref values of the rewritten subschemas, in the order made. They are all that
+        # keep_ref_targets' walk of the output can find (it walks the subschema keywords, which
+        # all go through schema(), except contentSchema: None once one is kept, so that the
+        # walk runs)
+        self.refs: list | None = []
 
-    def schema(self, s: Any, ptr: str) -> Any:
+    def schema(self, s: Any, ptr: Any) -> Any:
+        """The rewrite of ``s`` found at ``ptr``: a JSON pointer, or ``(parent, token, ...)``
+        (what :func:`_ptr` makes a pointer of: written out only for a message)."""
         if not isinstance(s, dict):
             return s
         out: dict = {}
@@ -294,7 +306,7 @@ class _Canon:
             if k in kws:
                 out[k] = v
             elif k in ("definitions", "$defs") and isinstance(v, dict):
-                out[k] = {n: self.schema(sub, _ptr(ptr, k, n)) for n, sub in v.items()}
+                out[k] = {n: self.schema(sub, (ptr, k, n)) for n, sub in v.items()}
             elif k in _ANNOTATIONS or k.startswith("x-"):
                 continue
             elif self.strict:
@@ -324,9 +336,14 @@ class _Canon:
             out["minContains"] = 1  # drafts 06/07 require `contains` regardless
         if not self.indexed and not out.keys().isdisjoint(_INDEXED):
             self.indexed = True
+        if self.refs is not None:
+            if "$ref" in out:
+                self.refs.append(out["$ref"])
+            if "contentSchema" in out:
+                self.refs = None
         return self._rewrite(out, ptr)
 
-    def _rewrite(self, out: dict, ptr: str) -> dict:
+    def _rewrite(self, out: dict, ptr: Any) -> dict:
         if out.keys().isdisjoint(_REWRITTEN):  # a leaf ({"type": "string"}...): nothing below applies
             return out
         sub = self.schema
@@ -364,14 +381,14 @@ class _Canon:
         # Recurse into subschema positions.
         for kw in ("properties", "patternProperties", "dependentSchemas"):
             if isinstance(out.get(kw), dict):
-                out[kw] = {n: sub(v, _ptr(ptr, kw, n)) for n, v in out[kw].items()}
+                out[kw] = {n: sub(v, (ptr, kw, n)) for n, v in out[kw].items()}
         for kw in ("additionalProperties", "items", "contains", "propertyNames", "not",
                    "if", "then", "else", "unevaluatedItems", "unevaluatedProperties"):
             if kw in out:
-                out[kw] = sub(out[kw], _ptr(ptr, kw))
+                out[kw] = sub(out[kw], (ptr, kw))
         for kw in ("allOf", "anyOf", "oneOf", "prefixItems"):
             if isinstance(out.get(kw), list):
-                out[kw] = [sub(v, _ptr(ptr, kw, i)) for i, v in enumerate(out[kw])]
+                out[kw] = [sub(v, (ptr, kw, i)) for i, v in enumerate(out[kw])]
         return out
 
     def warn(self) -> None:
@@ -400,6 +417,6 @@ def _canonical(schema: Any, strict: bool) -> tuple[Any, bool]:
     draft, explicit = detect_draft(schema)
     c = _Canon(draft, explicit, strict)
     out = c.schema(schema, "")
-    out = keep_ref_targets(schema, out, c.schema)  # $refs into dropped keywords (rewritten by c too)
+    out = keep_ref_targets(schema, out, c.schema, c.refs)  # $refs into dropped keywords (rewritten by c too)
     c.warn()
     return out, c.indexed

@@ -32,10 +32,13 @@ The output is byte-for-byte that of converting every time.
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from . import limits
 
 _MISS = object()  # recall(): no stored conversion applies
 _BY_VALUE = frozenset({str, int, bool, type(None)})  # compared by value and class (True == 1)
+_ZEROS = repeat(0)  # the default of each ref_counts.get (map stops at the targets' end)
 
 
 class _Memo:
@@ -56,7 +59,7 @@ class _Memo:
     """
 
     def __init__(self):
-        self.entries: dict = {}  # key -> [(result, deps, conversions, cuts, reasons, reads, flat)]
+        self.entries: dict = {}  # key -> [(result, (targets, depths), conversions, cuts, reasons, reads, flat)]
         self.hits = 0
 
     @staticmethod
@@ -91,9 +94,9 @@ class _Memo:
     def recall(self, conv, key: tuple):
         """The stored result for ``key`` valid at ``conv``'s recursion depths (its effects on
         ``conv`` replayed), or ``_MISS``."""
-        counts = conv.ref_counts
-        for result, deps, conversions, cuts, reasons, reads, _ in self.entries.get(key, ()):
-            if all(counts[t] == c for t, c in deps):
+        get = conv.ref_counts.get
+        for result, (targets, depths), conversions, cuts, reasons, reads, _ in self.entries.get(key, ()):
+            if tuple(map(get, targets, _ZEROS)) == depths:  # every depth read is as it was
                 if conv.conversions + conversions > limits.MAX_CONVERSIONS:
                     return _MISS  # convert again: the limit is hit where it would be
                 conv.conversions += conversions
@@ -121,8 +124,10 @@ class _Memo:
                 reads |= r
         reads = frozenset(reads)
         log[at:] = [reads]  # the enclosing conversion reads these once, not again one by one
-        counts = conv.ref_counts  # as they were at the start: nested conversions restored theirs
-        deps = tuple((t, counts[t]) for t in reads)
+        # the depths as they were at the start (nested conversions restored theirs), missing
+        # ones 0 (as ref_counts[t] reads them), beside their targets in one order
+        targets = tuple(reads)
+        deps = (targets, tuple(map(conv.ref_counts.get, targets, _ZEROS)))
         self.entries.setdefault(key, []).append(
             (result, deps, conv.conversions - conversions, tuple(conv.cuts[cuts:]),
              tuple(conv.empty_reasons[reasons:]), reads, flat))

@@ -35,6 +35,11 @@ _SIMPLE_TYPES = frozenset(["array", "boolean", "integer", "null", "number", "obj
 _ANCHOR = re.compile(r"^[A-Za-z_][-A-Za-z0-9._]*$")
 _ID_2020 = re.compile(r"^[^#]*#?$")
 _V2020 = "https://json-schema.org/draft/2020-12/"
+# A fragment-only reference of RFC 3986 fragment characters without percent-escapes
+# ("#/definitions/io.k8s.api.core.v1.PodSpec"): a URI-reference (relative-ref = an empty path
+# and "#" fragment, fragment = *( pchar / "/" / "?" )) for any checker of that format, so the
+# checker is not asked (most $refs; 0.4 ms of a Kubernetes schema's 0.7 ms check)
+_LOCAL_REF = re.compile(r"#[A-Za-z0-9\-._~!$&'()*+,;=:@/?]*\Z").match
 # sha256 of the bundled meta-schema documents the rules below were written for
 _DIGESTS = {
     "draft2020-12": "969e9dedb9dd9e845b8f050b3f136cd595761ca3512165457afeae22d549ef32",
@@ -98,7 +103,7 @@ class _Check:
             rules.update({
                 "$id": lambda v: _str(v) and self.format(v, "uri-reference") and bool(_ID_2020.search(v)),
                 "$schema": lambda v: _str(v) and self.format(v, "uri"),
-                "$ref": lambda v: _str(v) and self.format(v, "uri-reference"),
+                "$ref": lambda v: _str(v) and (_LOCAL_REF(v) is not None or self.format(v, "uri-reference")),
                 "$dynamicRef": lambda v: _str(v) and self.format(v, "uri-reference"),
                 "$anchor": lambda v: _str(v) and bool(_ANCHOR.search(v)),
                 "$dynamicAnchor": lambda v: _str(v) and bool(_ANCHOR.search(v)),

@@ -47,16 +47,22 @@ def _escape(token: str) -> str:
     return quote(token.replace("~", "~0").replace("/", "~1"), safe="~!$&'()*+,;=:@")
 
 
-def keep_ref_targets(raw: Any, canon: Any, rewrite: Callable[[Any, str], Any]) -> Any:
+def keep_ref_targets(raw: Any, canon: Any, rewrite: Callable[[Any, str], Any],
+                     refs: Optional[list] = None) -> Any:
     """Re-attach to ``canon`` the ``$ref`` targets that only ``raw`` has.
 
     ``rewrite(schema, pointer)`` canonicalises one raw subschema.  Only local
     JSON-pointer references (``#/...``) of a document that is one resource
     (no nested ``$id``) are handled; ``canon`` is updated in place and
-    returned.
+    returned.  ``refs``, when given, holds (at least) every ``$ref`` value the walk of
+    ``canon`` can find: when each local one resolves in ``canon`` (most schemas), there is
+    nothing to re-attach and the walk is not made.
     """
     if not isinstance(raw, dict) or not isinstance(canon, dict):
         return canon
+    if refs is not None and all(_lookup(canon, unquote(ref[1:])) is not _MISSING
+                                for ref in set(r for r in refs if r.__class__ is str and r.startswith("#/"))):
+        return canon  # the walk below would find each $ref present and change nothing
     todo = _nested(canon)  # one walk: the check below, then the $refs to visit
     if any(isinstance(s, dict) and "$id" in s for s in todo[1:]):
         return canon

@@ -128,7 +128,7 @@ def _repeat(r: str, lo: int, hi: Optional[int]) -> str:
         return r
     atom = _group(r)
     if hi is None:
-        q = {0: "*", 1: "+"}.get(lo, f"{{{lo},}}")
+        q = "*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}"
     elif lo == hi:
         q = f"{{{lo}}}"
     elif (lo, hi) == (0, 1):
@@ -146,6 +146,8 @@ def _alt(alternatives) -> Optional[str]:
     >>> _alt(["a", "b", None, "a"]), _alt(["", "ab"]), _alt([None])
     ('(?:a|b)', '(?:ab)?', None)
     """
+    if alternatives.__class__ is list and len(alternatives) == 1:
+        return alternatives[0]  # what the steps below give for one (None, "" or a text)
     seen = list(dict.fromkeys(a for a in alternatives if a is not None))  # O(n), order kept
     if not seen:
         return None

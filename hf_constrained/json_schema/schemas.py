@@ -74,7 +74,8 @@ _DEFAULT_HINT = ("remove it or rewrite the schema with supported keywords "
 def _ptr(base: str, *tokens: Any) -> str:
     """Append JSON pointer tokens (escaping ``~`` and ``/``)."""
     for t in tokens:
-        base += "/" + str(t).replace("~", "~0").replace("/", "~1")
+        t = str(t)
+        base += "/" + (t.replace("~", "~0").replace("/", "~1") if "~" in t or "/" in t else t)
     return base
 
 
