@@ -3,7 +3,7 @@ match a regular expression (and JSON Schemas / choices built on it).
 
 Data flow, one module per noun::
 
-    pattern --regex_parser--> syntax tree --automaton--> lazy byte-level DFA
+    pattern --regex_parser--> syntax tree --forest--> positions --automaton--> lazy byte-level DFA
     tokenizer --vocabulary--> token bytes + trie
     DFA + vocabulary --index--> per-state token masks
     DFA + index --regex_constraint--> RegexConstraint (a constraint engine)

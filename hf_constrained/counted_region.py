@@ -8,7 +8,7 @@ walks the whole trie again. Here the counter is taken out of the walk instead.
 
 Inside the repetition ``r`` (child ``K``) the automaton's positions only carry the
 counter ``c`` of ``r``: their transitions never read it (:class:`~hf_constrained.
-automaton._Forest`), except when a copy of ``K`` completes, which leads to the
+forest._Forest`), except when a copy of ``K`` completes, which leads to the
 *boundary* ``first(K, c + 1)`` (if ``c + 1 < hi``) plus the positions after ``r``
 (if ``c + 1 >= lo``). So the states of one repetition are (local position set,
 ``c``) pairs with a local transition table independent of ``c``: each byte moves
@@ -53,7 +53,7 @@ import threading
 
 import numpy as np
 
-from .automaton import _REF, END
+from .forest import _REF, END
 from .region import ExitForest, RegionWalk, shared_walk
 
 #: local table codes besides local state indices: dies, leaves the repetition, completes a copy

@@ -24,10 +24,10 @@ import time
 import numpy as np
 
 from . import cache as disk
-from .automaton import (_ALT, _CAT, _CLS, _REP, DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_STATES,
-                        MEMBERS_PER_POSITION, LazyDFA)
+from .automaton import DEFAULT_MAX_NFA_STATES, DEFAULT_MAX_STATES, MEMBERS_PER_POSITION, LazyDFA
 from .constraint import Constraint
 from .errors import GenerationConflictError
+from .forest import _ALT, _CAT, _CLS, _REP
 from .index import TokenIndex
 from .vocabulary import Vocabulary
 

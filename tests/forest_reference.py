@@ -1,12 +1,11 @@
 """The forest builder of main at 1567814 (before issue #12 part 23), kept as the oracle of
-``tests/test_automaton_build.py``: the leaner builder in ``automaton._Forest`` must give the
+``tests/test_automaton_build.py``: the leaner builder in ``forest._Forest`` must give the
 same 11 node lists, tries and roots. Only the building methods are replaced; everything
 else (``_leaf_trie``, ``first``, ``after``...) is the current ``_Forest``'s."""
 
 from __future__ import annotations
 
-from hf_constrained.automaton import (_ALT, _CAT, _CLS, _PLAIN, _REF, _REP, _UNSEEN, SHARE_MIN_NODES,
-                                      _Forest)
+from hf_constrained.forest import _ALT, _CAT, _CLS, _PLAIN, _REF, _REP, _UNSEEN, SHARE_MIN_NODES, _Forest
 
 
 def _repeated(tree) -> set:  # main's

@@ -22,23 +22,14 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from hf_constrained.automaton import (  # noqa: E402
-    _ALT,
-    _CAT,
-    _CLS,
-    _REF,
-    _REP,
-    DEAD,
-    END,
-    LazyDFA,
-    utf8_sequences,
-)
+from hf_constrained.automaton import DEAD, LazyDFA  # noqa: E402
 from hf_constrained.errors import (  # noqa: E402
     EmptyLanguageError,
     RegexSyntaxError,
     StateLimitError,
     UnsupportedRegexError,
 )
+from hf_constrained.forest import _ALT, _CAT, _CLS, _REF, _REP, END, utf8_sequences  # noqa: E402
 from hf_constrained.regex_parser import normalize_ranges  # noqa: E402
 
 PATTERNS = [

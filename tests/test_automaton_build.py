@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from hf_constrained.automaton import LazyDFA, _Forest
+from hf_constrained.automaton import LazyDFA
+from hf_constrained.forest import _Forest
 from hf_constrained.regex_parser import parse
 from corpus import corpus_files, corpus_regexes
 from forest_reference import ReferenceForest

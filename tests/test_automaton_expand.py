@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hf_constrained.automaton import END, LazyDFA
+from hf_constrained.automaton import LazyDFA
+from hf_constrained.forest import END
 from test_automaton import PATTERNS, STRIP_PATTERNS, _random_pattern, _reference_after
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "jsonschemabench"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_constrained.automaton import _REF, LazyDFA
+from hf_constrained.automaton import LazyDFA
+from hf_constrained.forest import _REF
 from hf_constrained.regex_parser import parse
 from corpus import CORPUS, corpus_files, corpus_regexes
 
