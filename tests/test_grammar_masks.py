@@ -312,6 +312,26 @@ def test_walk_on_lists_keeps_the_base_dense_count():
     assert fast.allowed_ids(fast.state_of_text("ab")).tolist() == brute_force_allowed(fast, fast.state_of_text("ab"))
 
 
+@pytest.mark.parametrize("name", ["arith", "json", "sql"])
+def test_small_fill_batches_sorted_on_python_ints(name, deepseek):
+    """ConfigAutomaton.fill sorts a batch of at most FILL_SMALL cells on Python ints instead of
+    np.unique: cells are filled in the same (ascending) order, so the states along the
+    sentences, their masks and the number of configurations equal those with numpy alone."""
+    fast, slow = GrammarConstraint(GRAMMARS[name], deepseek), GrammarConstraint(GRAMMARS[name], deepseek)
+    slow.automaton.FILL_SMALL = -1
+    sizes = []
+    fill = type(fast.automaton).fill
+    fast.automaton.fill = lambda c, k: (sizes.append(len(c)), fill(fast.automaton, c, k))
+    for text in SENTENCES[name]:
+        _, states = _states_along(fast, deepseek, text)
+        assert _states_along(slow, deepseek, text)[1] == states
+        for q in states:
+            assert np.array_equal(fast.index.bits(q), slow.index.bits(q)), (text, q)
+    assert fast.automaton.num_states == slow.automaton.num_states
+    assert np.array_equal(fast.automaton.table[:fast.automaton.num_states], slow.automaton.table[:slow.automaton.num_states])
+    assert sum(1 for n in sizes if 1 < n <= fast.automaton.FILL_SMALL) > 3
+
+
 def test_small_frontiers_filling_new_cells():
     """Long narrow tokens ("((((", "-(-(", "1))") whose walks reach new configurations deep in
     the trie, where the Python step fills the cells it reads: the masks of the numpy step and
