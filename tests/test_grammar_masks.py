@@ -239,16 +239,19 @@ def test_region_state_with_a_partly_filled_row():
 
 
 @pytest.mark.parametrize("name", ["arith", "json"])
-def test_small_frontiers_stepped_on_python_ints(name, deepseek):
+def test_small_frontiers_stepped_on_python_ints(name, deepseek, monkeypatch):
     """The grammar index steps sparse trie levels of at most SMALL_FRONTIER live nodes on Python
-    ints (_GrammarIndex._children): the same masks, successors and configuration ids as the
-    numpy step (SMALL_FRONTIER = 0) on every state along the sentences, and the brute-force
-    masks on some."""
+    ints (_GrammarIndex._walk_all, lists kept from one level to the next): the same masks,
+    successors and configuration ids as the numpy walk (SMALL_FRONTIER = 0: the base
+    TokenIndex._walk_all) on every state along the sentences, and the brute-force masks on some.
+    The numpy step is left to the wide levels (and to those over the children's budget)."""
+    from hf_constrained.index import TokenIndex
     fast, slow = GrammarConstraint(GRAMMARS[name], deepseek), GrammarConstraint(GRAMMARS[name], deepseek)
     slow.index.SMALL_FRONTIER = 0
-    calls = []
-    step = type(fast.index)._children
-    fast.index._children = lambda *a: (calls.append(len(a[2])), step(fast.index, *a))[1]
+    calls = {id(fast.index): [], id(slow.index): []}
+    step = TokenIndex._children
+    monkeypatch.setattr(TokenIndex, "_children", lambda self, v, nc, n, s: (
+        calls[id(self)].append(len(n)), step(self, v, nc, n, s))[1])
     rng, oracle = random.Random(1), []
     for text in SENTENCES[name]:
         _, states = _states_along(fast, deepseek, text)
@@ -259,9 +262,74 @@ def test_small_frontiers_stepped_on_python_ints(name, deepseek):
             assert np.array_equal(fast.index.successors(q), slow.index.successors(q))
         oracle.append(rng.choice(states[1:]))
     assert fast.automaton.num_states == slow.automaton.num_states
+    # the base's count of densely walked trie nodes (when to build the class trie) is kept
+    assert fast.index._dense_nodes == slow.index._dense_nodes
     for q in oracle:   # last: the brute force fills whole rows, creating configurations
         assert fast.allowed_ids(q).tolist() == brute_force_allowed(fast, q)
-    assert sum(1 for n in calls if n <= fast.index.SMALL_FRONTIER) > 100 and max(calls) > fast.index.SMALL_FRONTIER
+    small = fast.index.SMALL_FRONTIER
+    narrow = sum(1 for n in calls[id(slow.index)] if n <= small)
+    assert narrow > 100 and max(calls[id(fast.index)]) > small
+    assert sum(1 for n in calls[id(fast.index)] if n <= small) * 10 < narrow   # over budget only
+
+
+@pytest.mark.parametrize("name", ["arith", "json", "sql"])
+def test_walk_on_lists_equals_the_base_walk(name, deepseek):
+    """_GrammarIndex._walk_all gives the (token, next state) pairs of TokenIndex._walk_all,
+    from every state along the sentences (walked first by the base, so both read the same
+    cells), also where it steps levels that the base walks densely (few live nodes deep in
+    the trie) on lists."""
+    from hf_constrained.index import TokenIndex
+    c = GrammarConstraint(GRAMMARS[name], deepseek)
+    checked = 0
+    for text in SENTENCES[name]:
+        _, states = _states_along(c, deepseek, text)
+        for q in dict.fromkeys(states):
+            if c.index._region(q) is not None:
+                continue
+            base_ids, base_st = TokenIndex._walk_all(c.index, q)
+            ids, st = c.index._walk_all(q)
+            assert len(ids) == len(base_ids)
+            assert sorted(zip(ids.tolist(), st.tolist())) == sorted(zip(base_ids.tolist(), base_st.tolist())), (text, q)
+            checked += 1
+    assert checked > 5
+
+
+def test_walk_on_lists_keeps_the_base_dense_count():
+    """A level the base walks densely (its depth has few trie nodes) stepped on lists, after
+    which the base goes back to sparse (few live nodes in a wide depth): the count of densely
+    walked nodes (which decides when the class trie is built) and the masks stay the base's."""
+    import string
+    punct = [b"ab" + bytes([c]) for c in b"!#$%&*+,.:;<=>?@^_|~"]
+    extra = [b"ab", b"cd", b"abc", b"abcd", b"abcde", b"cd!"] + punct
+    vocab = Vocabulary.from_token_bytes([None] + [bytes([b]) for b in range(256)] + extra)
+    grammar = "start: WORD\nWORD: /[%s]+/" % (string.ascii_letters + string.digits)
+    fast, slow = (GrammarConstraint(grammar, vocab, eos_token_id=0, warm=False) for _ in range(2))
+    slow.index.SMALL_FRONTIER = 0
+    for text in ("", "a", "ab", "xyz"):
+        qf, qs = fast.state_of_text(text), slow.state_of_text(text)
+        assert qf == qs and np.array_equal(fast.index.bits(qf), slow.index.bits(qs)), text
+        assert fast.index._dense_nodes == slow.index._dense_nodes, text
+    assert fast.allowed_ids(fast.state_of_text("ab")).tolist() == brute_force_allowed(fast, fast.state_of_text("ab"))
+
+
+@pytest.mark.parametrize("name", ["arith", "json", "sql"])
+def test_small_fill_batches_sorted_on_python_ints(name, deepseek):
+    """ConfigAutomaton.fill sorts a batch of at most FILL_SMALL cells on Python ints instead of
+    np.unique: cells are filled in the same (ascending) order, so the states along the
+    sentences, their masks and the number of configurations equal those with numpy alone."""
+    fast, slow = GrammarConstraint(GRAMMARS[name], deepseek), GrammarConstraint(GRAMMARS[name], deepseek)
+    slow.automaton.FILL_SMALL = -1
+    sizes = []
+    fill = type(fast.automaton).fill
+    fast.automaton.fill = lambda c, k: (sizes.append(len(c)), fill(fast.automaton, c, k))
+    for text in SENTENCES[name]:
+        _, states = _states_along(fast, deepseek, text)
+        assert _states_along(slow, deepseek, text)[1] == states
+        for q in states:
+            assert np.array_equal(fast.index.bits(q), slow.index.bits(q)), (text, q)
+    assert fast.automaton.num_states == slow.automaton.num_states
+    assert np.array_equal(fast.automaton.table[:fast.automaton.num_states], slow.automaton.table[:slow.automaton.num_states])
+    assert sum(1 for n in sizes if 1 < n <= fast.automaton.FILL_SMALL) > 3
 
 
 def test_small_frontiers_filling_new_cells():

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import cache as disk
+from ..automaton import DEAD
 from ..constraint import Constraint
 from ..errors import UnsupportedTokenizerError
 from ..index import TokenIndex
@@ -167,6 +168,146 @@ class _GrammarIndex(SharedRegions, TokenIndex):
     #: is stepped on Python ints: a grammar's walks go deep along few nodes (DeepSeek's 64-dash
     #: token, runs of spaces or brackets), where a level's ten numpy calls cost several times the work
     SMALL_FRONTIER = 16
+
+    def _walk_all(self, q: int):
+        """:meth:`TokenIndex._walk_all <hf_constrained.index.TokenIndex._walk_all>` with its
+        narrow levels stepped on Python lists from one level to the next.
+
+        A grammar's walk goes down long chains of one or two live nodes (DeepSeek's runs of
+        ``(``, ``-`` or spaces: ~60 levels per new arithmetic state), where converting each
+        level's lists to arrays and back (and the base's dense steps over the deep, small
+        depths) cost more than the level's own work. Every level of at most
+        ``SMALL_FRONTIER`` live nodes (and ``2 * SMALL_FRONTIER`` children) is stepped on
+        lists, also one the base walks densely: a level fills the cells of its live nodes'
+        children in one :meth:`_fill` either way (the automaton sorts them), so the cells, their
+        order and every configuration id are the base's, and so are the (token, state) pairs
+        (the order of tokens differs; masks do not depend on it). The base's count of densely
+        walked nodes (which decides when the class trie is built) is kept as the base keeps it."""
+        small = self.SMALL_FRONTIER
+        if small <= 0:
+            return super()._walk_all(q)
+        v, node_cls, parent_rel = self._walk_structure()
+        dsl = v.depth_start.tolist()
+        n_depths = len(dsl) - 1
+        dead = DEAD
+        dtype = self.dfa.table.dtype
+        out_ids, out_states = [], []
+        run: list = []
+        d0 = 0
+
+        def harvest():
+            if run:
+                a0 = dsl[d0]
+                cur = np.concatenate(run) if len(run) > 1 else run[0]
+                t0, t1 = int(v.term_start[a0]), int(v.term_end[a0 + len(cur) - 1])
+                if t1 > t0:
+                    st = cur[v.term_node[t0:t1] - a0]
+                    keep = st != dead
+                    out_ids.append(v.term_ids[t0:t1][keep])
+                    out_states.append(st[keep])
+                run.clear()
+
+        cs_item, ce_item = v.child_start.item, v.child_end.item
+        bc, nb_item = self._byte_class, getattr(v, "node_byte", None)
+        nb_item = nb_item.item if nb_item is not None else None
+        room0 = 2 * small
+        nodes, states, as_list = [0], [q], True   # level 0: the root, sparse
+        seen_n: list = []   # arrays of live nodes (and their states) of the sparse levels
+        seen_s: list = []
+        fn: list = []       # the nodes and states of the list levels since the last array level
+        fs: list = []
+        dense = None        # state per node of the previous depth, while walking densely
+        base_dense = False  # whether TokenIndex._walk_all walks this level densely
+        for d in range(1, n_depths):
+            a, b = dsl[d], dsl[d + 1]
+            if not base_dense and len(nodes) * 4 > a - dsl[d - 1]:
+                base_dense = True
+            if base_dense and v is self.vocab:   # as the base counts them (when to build the class trie)
+                self._dense_nodes += b - a
+                if node_cls is None and b - a > self.DENSE_LEVEL_GATHER:
+                    node_cls = self.node_cls
+            kids = None
+            if dense is None and len(nodes) <= small:   # as _children's step on Python ints
+                if not as_list:
+                    nodes, states, as_list = nodes.tolist(), states.tolist(), True
+                kids, froms = [], []
+                room = room0
+                for n, s in zip(nodes, states):
+                    x, y = cs_item(n), ce_item(n)
+                    room -= y - x
+                    if room < 0:
+                        kids = None
+                        break
+                    kids += range(x, y)
+                    froms += [s] * (y - x)
+            if kids is not None:
+                if node_cls is None:
+                    ks = [bc[nb_item(c)] for c in kids]
+                else:
+                    nc_item = node_cls.item
+                    ks = [nc_item(c) for c in kids]
+                item = self.dfa.table.item
+                nxt = [item(s, k) for s, k in zip(froms, ks)]
+                if -1 in nxt:   # cells not computed yet: filled together, as _children does
+                    miss = [(s, k) for s, k, t in zip(froms, ks, nxt) if t < 0]
+                    self._fill(np.array([s for s, _ in miss], dtype=np.int64),
+                               np.array([k for _, k in miss], dtype=np.int64))
+                    item = self.dfa.table.item
+                    nxt = [item(s, k) for s, k in zip(froms, ks)]
+                if 0 in nxt:   # DEAD is 0
+                    kids = [c for c, t in zip(kids, nxt) if t]
+                    nxt = [t for t in nxt if t]
+                if not kids:
+                    break
+                if base_dense and len(kids) * 8 < b - a:
+                    base_dense = False
+                nodes, states = kids, nxt
+                fn += kids
+                fs += nxt
+                continue
+            if as_list:
+                nodes, states, as_list = np.array(nodes, np.int64), np.array(states, dtype), False
+            if base_dense:
+                if dense is None:
+                    dense = np.zeros(a - dsl[d - 1], dtype=states.dtype)
+                    dense[nodes - dsl[d - 1]] = states
+                ps = dense.take(parent_rel[a:b])
+                cur = self._lookup(ps, self._classes(node_cls, slice(a, b)))
+                if not run:
+                    d0 = d
+                run.append(cur)
+                n_live = np.count_nonzero(cur)
+                if n_live == 0:
+                    break
+                if n_live * 8 < b - a:
+                    base_dense = False
+                if not base_dense or n_live <= small:  # back to sparse
+                    harvest()
+                    live = cur.nonzero()[0]
+                    nodes, states, dense = live + a, cur[live], None
+                else:
+                    dense = cur
+                continue
+            nodes, states = TokenIndex._children(self, v, node_cls, nodes, states)
+            if len(nodes) == 0:
+                break
+            if fn:
+                seen_n.append(np.array(fn, np.int64))
+                seen_s.append(np.array(fs, dtype))
+                fn, fs = [], []
+            seen_n.append(nodes)
+            seen_s.append(states)
+        harvest()
+        if fn:
+            seen_n.append(np.array(fn, np.int64))
+            seen_s.append(np.array(fs, dtype))
+        if seen_n:  # the tokens of all sparse levels, read at once
+            ids, st = self._tokens_at(v, seen_n, seen_s)
+            out_ids.append(ids)
+            out_states.append(st)
+        if not out_ids:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(out_ids), np.concatenate(out_states).astype(np.int64)
 
     def _children(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
         if len(nodes) > self.SMALL_FRONTIER:
