@@ -282,7 +282,7 @@ def readings(res, tok):
             c.allowed_ids(c.state_of_text(first))
             n0 = a.num_states
             c.allowed_ids(c.state_of_text(first + " x > 1 AND"))
-            hist = Counter(len({a._slots[sl][0] for sl, _ in a.thread_pairs(a._keys[cid][1])})
+            hist = Counter(len({a.slot_parts(sl)[0] for sl, _ in a.thread_pairs(a._keys[cid][1])})
                            for cid in range(n0, a.num_states))
             key = f"{name}_readings_after_{first.split()[-1].lower()}"
             res[key + "_configs"] = a.num_states - n0

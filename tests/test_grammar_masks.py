@@ -423,7 +423,7 @@ def test_row_bookkeeping_of_cell_filling(name, tok_name, request):
     assert set(a._left) <= set(a._plans)
     for cid, left in a._left.items():
         plan = a._plans[cid]
-        assert left == len(set(plan[1][a.table[cid] < 0].tolist())) > 0, cid
+        assert left == len(set(plan[-3][a.table[cid] < 0].tolist())) > 0, cid   # plan[-3]: each class's column
     partly = sorted(a._left)[:40]
     before = a.table[partly].copy()
     for cid in partly:

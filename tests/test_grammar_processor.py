@@ -185,4 +185,4 @@ def test_grammar_engine_grows_consistently_from_many_threads(deepseek):
 
     shared = grow_from_threads(lambda: GrammarConstraint(SQL, deepseek), walks=4, steps=10)
     a = shared.automaton
-    assert a.num_states == len(a._ids) and a.parser.num_nodes == len(a.parser._ids)  # none interned twice
+    assert a.num_states == len(a._ids) and a.parser.num_nodes == len(a.parser._ids) + len(a.parser._ids_accepting)  # none interned twice

@@ -166,10 +166,10 @@ def test_pending_configurations_match_their_closed_content(text, alphabet):
     viable = _viable_strings(auto, auto.starts[0], alphabet, 5)
     pending = 0
     for s, q in viable.items():
-        boundary, threads, strip = auto._closed_key(q)
+        boundary, threads, strip, rest = auto._closed_key(q)
         assert bool(auto.accepting[q]) == any(auto.parser.accepting(n) for n in boundary), s
         rep = auto.mask_representative(q, 8)
-        assert auto._closed_key(rep) == (boundary, threads, strip)
+        assert auto._closed_key(rep) == (boundary, threads, strip, ()) and rest == ()
         auto.expand(q)
         auto.expand(rep)
         assert np.array_equal(auto.table[q], auto.table[rep]), s
@@ -198,9 +198,10 @@ def test_per_configuration_objects_leave_the_cyclic_collector(text, alphabet):
         gc.collect()
     kept = {"keys": auto._keys, "closed": [c for c in auto._closed if c is not None],
             "merge keys": list(auto._merge), "lanes": list(auto._lanes.values()),
-            "kernels": list(p._closure), "node keys": list(p._ids),
-            "plans": [pl[0] for pl in auto._plans.values()],
-            "waiting": [d for w in p._waiting if w is not None for d in w]}
+            "kernels": list(p._closure), "node keys": list(p._ids) + list(p._ids_accepting),
+            "slot ids": [auto._slot_ids], "scans": [p._scan], "accept symbols": [p._acc_syms],
+            "plans": list(auto._plans.values()),
+            "waiting": [w for w in p._waiting + p._waiting_all if w is not None]}
     assert kept["keys"] and kept["closed"] and kept["waiting"] and kept["node keys"]
     for what, objs in kept.items():
         tracked = [o for o in objs if gc.is_tracked(o)]
@@ -209,6 +210,13 @@ def test_per_configuration_objects_leave_the_cyclic_collector(text, alphabet):
         for part in (boundary, threads, pending):
             assert list(part) == sorted(set(part)), part
     assert len(set(auto._keys)) == len(auto._keys)
+    # what a walk creates that is never tracked at all (ints, dicts of ints), or is one object
+    # where it was two or three: slots, accept symbols, scans; a closed key without pending
+    # lexemes is the configuration's own key; a node's lanes and a row's plan are flat tuples
+    assert p._acc_syms and p._scan and all(type(x) is int for x in [*auto._slots, *p._acc_syms.values()])
+    assert all(auto._closed[c] is auto._keys[c] for c in range(auto.num_states) if not auto._keys[c][3])
+    assert all(type(x) is int for lanes in auto._lanes.values() for x in lanes)
+    assert all(type(x) is int for pl in auto._plans.values() for x in pl[:-4])
 
 
 @pytest.mark.parametrize("text,alphabet", SHORTCUT_GRAMMARS)

@@ -87,7 +87,7 @@ class ConfigAutomaton(CellFilling):
         self._space_class = int(dfa.byte_class[0x20])
         self._lock = threading.RLock()
         self._slot_ids: dict = {}
-        self._slots: list = []          # slot -> (node, terminal, is_ignore)
+        self._slots: list = []          # slot -> (node, terminal, is_ignore) packed in one int (_slot)
         self._merge: dict = {}
         self._lanes: dict = {}          # parser node -> (slots, lexer start states)
         self._continues: dict = {}
@@ -99,7 +99,7 @@ class ConfigAutomaton(CellFilling):
         self._plans: dict = {}          # cid -> _plan, while its row is partly filled
         self._keys: list = []           # cid -> (boundary, threads, strip, pending scans)
         self._ids: dict = {}
-        self._closed: list = []         # cid -> (boundary with its scans merged, threads, strip) or None
+        self._closed: list = []         # cid -> (boundary with its scans merged, threads, strip, ()) or None
         self._by_closed: dict = {}      # closed content -> the first cid with it (its row and mask)
         cap = 64
         self.table = np.full((cap, self.n_classes), -1, dtype=np.int32)
@@ -114,12 +114,22 @@ class ConfigAutomaton(CellFilling):
 
     # ---------------------------------------------------------------- interning
     def _slot(self, node: int, term: int, ignore: bool) -> int:
-        key = (node, term, ignore)
+        """The id of the slot ``(node, terminal, is_ignore)``. A slot is kept as one int,
+        ``pack(node, terminal) << 1 | is_ignore`` (``>> 1``: the packed pending scan,
+        ``>> PAIR_SHIFT + 1``: the node), not a tuple: ints are never tracked by the cyclic
+        collector (nor is a dict of ints), where each new slot's tuple sat in its youngest
+        generation until the next pass (~1k per arithmetic replay of ``grammar_bench.py``)."""
+        key = (node << PAIR_SHIFT | term) << 1 | bool(ignore)
         sid = self._slot_ids.get(key)
         if sid is None:
             sid = self._slot_ids[key] = len(self._slots)
             self._slots.append(key)
         return sid
+
+    def slot_parts(self, sid: int) -> tuple:
+        """``(node, terminal, is_ignore)`` of slot ``sid``."""
+        x = self._slots[sid]
+        return x >> (PAIR_SHIFT + 1), x >> 1 & PAIR_LOW, bool(x & 1)
 
     def _intern(self, boundary: tuple, threads: tuple, strip: bool, pending: tuple = ()) -> int:
         """The id of a configuration; ``pending``: ``(node, terminal)`` lexemes that end here
@@ -142,7 +152,7 @@ class ConfigAutomaton(CellFilling):
         if cid is not None:
             return cid
         if not pending:
-            cid = self._by_closed.get(key[:3])
+            cid = self._by_closed.get(key)     # a closed key is a key without pending lexemes
             if cid is not None:
                 return cid
         cid = len(self._keys)
@@ -165,7 +175,7 @@ class ConfigAutomaton(CellFilling):
         if pending:
             self._closed.append(None)
         else:
-            closed = key[:3]            # one tuple for both tables
+            closed = key                # one tuple for both tables
             self._closed.append(closed)
             self._by_closed[closed] = cid
         acc, p = self.parser._accept, self.parser
@@ -174,12 +184,14 @@ class ConfigAutomaton(CellFilling):
         return cid
 
     def _closed_key(self, cid: int) -> tuple:
-        """``(boundary, threads, strip)`` of ``cid`` with its pending lexemes merged into one
-        parser node (Earley's closure, computed here once per configuration)."""
+        """``(boundary, threads, strip, ())`` of ``cid`` with its pending lexemes merged into one
+        parser node (Earley's closure, computed here once per configuration): the key of a
+        configuration without pending lexemes, so that one with none is its own closed key
+        (one tuple for the cyclic collector, not two)."""
         got = self._closed[cid]
         if got is None:
             boundary, threads, strip, pending = self._keys[cid]
-            got = self._closed[cid] = (_canon((*boundary, self._merged(pending))), threads, strip)
+            got = self._closed[cid] = (_canon((*boundary, self._merged(pending))), threads, strip, ())
             self._by_closed.setdefault(got, cid)
         return got
 
@@ -228,11 +240,11 @@ class ConfigAutomaton(CellFilling):
         with self._lock:
             cids = [int(c) for c in cids]
             keys = [self._closed_key(c) for c in cids]
-            nodes = {n for k in keys for n in k[0]} | {self._slots[x >> PAIR_SHIFT][0] for k in keys for x in k[1]}
+            nodes = {n for k in keys for n in k[0]} | {self._slots[x >> PAIR_SHIFT] >> (PAIR_SHIFT + 1) for k in keys for x in k[1]}
             out, pos = self.parser.export_nodes(nodes)
             out.update({"lex_" + k: v for k, v in self.lexer.export_states().items()})
             bounds = [sorted(pos[n] for n in k[0]) for k in keys]
-            threads = [sorted((pos[self._slots[sl][0]], *self._slots[sl][1:], s) for sl, s in self.thread_pairs(k[1]))
+            threads = [sorted((pos[(sp := self.slot_parts(sl))[0]], *sp[1:], s) for sl, s in self.thread_pairs(k[1]))
                        for k in keys]
             out["gc_ids"] = np.array(cids, dtype=np.int64)
             out["gc_boundary"] = np.array([x for b in bounds for x in b], dtype=np.int64)
@@ -277,7 +289,7 @@ class ConfigAutomaton(CellFilling):
     def describe(self, cid: int) -> dict:
         """The content of a configuration (for tests and debugging)."""
         with self._lock:
-            boundary, threads, strip = self._closed_key(cid)
+            boundary, threads, strip, _ = self._closed_key(cid)
         return {"boundary": sorted(boundary), "threads": sorted(self.thread_pairs(threads)), "strip": strip}
 
 

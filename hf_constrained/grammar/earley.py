@@ -45,6 +45,16 @@ DEFAULT_MAX_NODES = 500_000
 ITEMS_PER_NODE_LIMIT = 50
 
 
+def _symbol_bit(x: int) -> int:
+    """The bit of grammar symbol ``x`` in a node's accept symbols: ``2x`` for a nonterminal,
+    ``2t + 1`` for terminal ``t`` (symbol ``-1 - t``).
+
+    >>> _symbol_bit(3), _symbol_bit(-1), _symbol_bit(-3)
+    (6, 1, 5)
+    """
+    return 2 * x if x >= 0 else -2 * x - 1
+
+
 class GrammarLimitError(StateLimitError):
     """A parser configuration (or the table of them) grew past its documented limit."""
 
@@ -96,16 +106,20 @@ class Parser(NodeCache):
         # with its dot there completes within the closure, by Aycock-Horspool moves)
         self._tail_nullable = [self._tails(rhs) for rhs in self.rhs]
         self._predict: dict = {}    # nonterminal -> its prediction closure (see _predicted)
-        self._ids: dict = {}
+        self._ids: dict = {}        # open items (sorted tuple) -> node, for nodes that do not accept
+        self._ids_accepting: dict = {}   # the same for nodes that accept
         self._total_items = 0
         self.items: list = []       # node -> tuple of its open items (dot before a symbol)
         self.grammar: list = []     # node -> grammar index
         self._expect: list = []     # node -> tuple of terminal ids after a dot
         self._accept: list = []
-        self._waiting: list = []    # node -> (explicit {symbol: [advanced items]}, {symbol: all of them}) (lazy)
-        self._parts: list = []      # node -> (its items that are no prediction block, block roots) or None
+        self._waiting: list = []    # node -> explicit {symbol: (advanced items)} (lazy)
+        self._waiting_all: list = []   # node -> {symbol: all of them} (with _waiting)
+        self._shared: dict = {}     # a node's expected terminals or block roots -> one tuple of them
+        self._parts: list = []      # node -> its items that are no prediction block, or None
+        self._roots: list = []      # node -> the roots of its prediction blocks (with _parts)
         self._closure: dict = {}    # kernel (sorted tuple of items) -> node
-        self._scan: dict = {}       # (node, terminal) -> node
+        self._scan: dict = {}       # node << 32 | terminal -> node (ints: never tracked by the collector)
         self._acc_syms: dict = {}   # node -> _accept_symbols
         self.start_nodes = [self._close(((r, 0, SELF),), g)
                             for g, r in enumerate(self.start_rules)]
@@ -129,22 +143,23 @@ class Parser(NodeCache):
     def _waiting_on(self, node: int, sym: int) -> tuple:
         """The items of ``node`` waiting on ``sym``, advanced over it, origins made concrete
         (built per symbol: those of the node's prediction blocks come from the blocks)."""
-        w = self._waiting[node]
-        if w is None:
+        ex = self._waiting[node]
+        if ex is None:
             ex = {}
             parts = self._parts[node]
             rhs_of = self.rhs
-            for r, d, o in (parts[0] if parts is not None else self.items[node]):
+            for r, d, o in (parts if parts is not None else self.items[node]):
                 ex.setdefault(rhs_of[r][d], []).append((r, d + 1, node if o == SELF else o))
-            # tuples of int tuples, no lists: the cyclic collector stops tracking them
-            w = self._waiting[node] = ({k: tuple(v) for k, v in ex.items()}, {})
-        ex, done = w
+            # tuples of int tuples, no lists: the cyclic collector stops tracking them (two
+            # lists of dicts, no pair per node: one object less in its youngest generation)
+            ex = self._waiting[node] = {k: tuple(v) for k, v in ex.items()}
+            self._waiting_all[node] = {}
+        done = self._waiting_all[node]
         got = done.get(sym)
         if got is None:
             got = ex.get(sym, ())
-            parts = self._parts[node]
-            if parts is not None:
-                extra = [(r, d1, node) for root in parts[1] for r, d1 in self._predict[root][3].get(sym, ())]
+            if self._parts[node] is not None:
+                extra = [(r, d1, node) for root in self._roots[node] for r, d1 in self._predict[root][3].get(sym, ())]
                 if extra:
                     got = got + tuple(extra)
             done[sym] = got
@@ -248,18 +263,21 @@ class Parser(NodeCache):
         # the future depends only on the open items and on acceptance
         explicit = frozenset(it for it in items if it[1] < len(rhs_of[it[0]]))
         key = (explicit.union(*bulk), accept)
-        nid = self._node(key, grammar, expect, (tuple(explicit), tuple(roots)))
+        nid = self._node(key, grammar, expect, tuple(explicit), tuple(roots))
         self._closure[kernel] = nid
         return nid
 
-    def _node(self, key: tuple, grammar: int, expect, parts=None) -> int:
+    def _node(self, key: tuple, grammar: int, expect, parts=None, roots=()) -> int:
         """The id of the node ``(open items, accept)``, interned on first sight. Keyed by
         the items as a sorted tuple, not a frozenset: a frozenset stays tracked by the cyclic
         collector for life (one per node, each reaching its oldest generation), a tuple of
-        int tuples is untracked by its first passes."""
+        int tuples is untracked by its first passes. Accepting and other nodes are kept in two
+        tables, so the items tuple is the key itself (no pair per node for the collector's
+        youngest generation); ``parts`` (the node's items that are no prediction block) and
+        ``roots`` (the blocks' nonterminals) are kept in two lists for the same reason."""
         items = tuple(sorted(key[0]))
-        key = (items, key[1])
-        nid = self._ids.get(key)
+        ids = self._ids_accepting if key[1] else self._ids
+        nid = ids.get(items)
         if nid is None:
             nid = len(self.items)
             if nid >= self.max_nodes:
@@ -272,13 +290,16 @@ class Parser(NodeCache):
                     f"the parser's {nid} configurations hold more than {ITEMS_PER_NODE_LIMIT} x "
                     f"max_items={self.max_items} Earley items in total (a highly ambiguous grammar); "
                     "make the grammar less ambiguous or raise max_items")
-            self._ids[key] = nid
+            ids[items] = nid
             self.items.append(items)
             self.grammar.append(grammar)
-            self._expect.append(tuple(sorted(expect)))
+            expect = tuple(sorted(expect))      # nodes share these: one tuple per content
+            self._expect.append(self._shared.setdefault(expect, expect))
             self._accept.append(key[1])
             self._waiting.append(None)
+            self._waiting_all.append(None)
             self._parts.append(parts)
+            self._roots.append(self._shared.setdefault(roots, roots))
         return nid
 
     # ---------------------------------------------------------------- queries
@@ -305,12 +326,13 @@ class Parser(NodeCache):
         walk reaches but no token continues from (the ends of tokens) need no closure.
         Acceptance of a merge is the ``any`` of its scans' (a closure of a union is the
         union of the closures)."""
-        return (-1 - terminal) in self._accept_symbols(node)
+        return bool(self._accept_symbols(node) >> (2 * terminal + 1) & 1)   # the bit of symbol -1 - terminal
 
-    def _accept_symbols(self, node: int) -> frozenset:
-        """The symbols whose reading at ``node`` completes the start rule (kept per node; a
-        frozenset, though the collector tracks it for life: as a tuple, membership made the
-        SQL GBNF and JSON replays 3-4% slower).
+    def _accept_symbols(self, node: int) -> int:
+        """The symbols whose reading at ``node`` completes the start rule, kept per node as
+        one int of bits (:func:`_symbol_bit`): an int is never tracked by the cyclic collector,
+        where a frozenset was tracked for life (one per node reaching its oldest generation;
+        as a tuple, membership made the SQL GBNF and JSON replays 3-4% slower).
 
         ``X`` is one iff an item of ``node`` waits on ``X`` with a nullable rest and is the
         start rule, or its rule's left-hand side is an accept symbol of the item's origin
@@ -326,7 +348,7 @@ class Parser(NodeCache):
                 todo.pop()
                 continue
             parts = self._parts[n]
-            missing = [o for _, _, o in (parts[0] if parts is not None else self.items[n])
+            missing = [o for _, _, o in (parts if parts is not None else self.items[n])
                        if o != SELF and o not in self._acc_syms]
             if missing:
                 todo.extend(dict.fromkeys(missing))
@@ -335,20 +357,20 @@ class Parser(NodeCache):
             self._acc_syms[n] = self._accept_symbols_of(n)
         return self._acc_syms[node]
 
-    def _accept_symbols_of(self, n: int) -> frozenset:
+    def _accept_symbols_of(self, n: int) -> int:
         tails, lhs, rhs_of, starts, acc = self._tail_nullable, self.lhs, self.rhs, self._start_set, self._acc_syms
         out, local = set(), []       # local: (symbol, lhs) of items predicted here
         parts = self._parts[n]
-        for r, d, o in (parts[0] if parts is not None else self.items[n]):
+        for r, d, o in (parts if parts is not None else self.items[n]):
             if not tails[r][d + 1]:
                 continue
             x = rhs_of[r][d]
-            if r in starts or (o != SELF and lhs[r] in acc[o]):
+            if r in starts or (o != SELF and acc[o] >> (2 * lhs[r]) & 1):   # lhs[r] accepts at o
                 out.add(x)
             elif o == SELF:
                 local.append((x, lhs[r]))
         if parts is not None:
-            for root in parts[1]:
+            for root in self._roots[n]:
                 local.extend(self._predict[root][4])
         changed = bool(local)
         while changed:
@@ -357,11 +379,14 @@ class Parser(NodeCache):
                 if a in out and x not in out:
                     out.add(x)
                     changed = True
-        return frozenset(out)
+        bits = 0
+        for x in out:
+            bits |= 1 << _symbol_bit(x)
+        return bits
 
     def scan(self, node: int, terminal: int) -> int:
         """The node after one ``terminal`` lexeme read at ``node``."""
-        key = (node, terminal)
+        key = node << 32 | terminal
         got = self._scan.get(key)
         if got is None:
             got = self._scan[key] = self.merge(((node, terminal),))

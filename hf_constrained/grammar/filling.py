@@ -65,7 +65,9 @@ class CellFilling:
         return got
 
     def _node_lanes(self, n: int) -> tuple:
-        """``(slots, lexer start states)`` of the lexemes that may start at parser node ``n``."""
+        """The slots, then the lexer start states, of the lexemes that may start at parser node
+        ``n``, in one flat tuple of ints (half of each: one object for the collector's youngest
+        generation, where a pair of tuples made three)."""
         got = self._lanes.get(n)
         if got is None:
             p = self.parser
@@ -77,14 +79,15 @@ class CellFilling:
             for t in p.ignore[p.grammar[n]]:
                 slots.append(self._slot(n, t, True))
                 states.append(term_start[t])
-            got = self._lanes[n] = (tuple(slots), tuple(states))
+            got = self._lanes[n] = (*slots, *states)
         return got
 
     def _plan(self, cid: int) -> tuple:
         """What filling ``cid``'s row needs: ``(canon,)`` for a configuration with the content
-        of an earlier one (its cells are copied), else ``(slots, column of each byte class,
-        columns, successor of the first space or None, classes of each column)``; for the
-        latter, ``_left[cid]`` counts the columns whose cells are still to fill."""
+        of an earlier one (its cells are copied), else ``(*slots, successor of the first space
+        or None, column of each byte class, columns, classes of each column)``, lane ``i``'s slot
+        at ``plan[i]`` (one flat tuple: one object for the cyclic collector's youngest generation,
+        not two); for the latter, ``_left[cid]`` counts the columns whose cells are still to fill."""
         got = self._plans.get(cid)
         if got is None:
             closed = self._closed_key(cid)
@@ -92,15 +95,16 @@ class CellFilling:
             if canon != cid:
                 got = (canon,)
             else:
-                boundary, threads, strip = closed
+                boundary, threads, strip, _ = closed
                 slots, states = [], []
                 for x in threads:                   # packed (slot, lexer state)
                     slots.append(x >> PAIR_SHIFT)
                     states.append(x & PAIR_LOW)
                 for n in boundary:
-                    ns, nst = self._node_lanes(n)
-                    slots.extend(ns)
-                    states.extend(nst)
+                    lanes = self._node_lanes(n)
+                    h = len(lanes) >> 1
+                    slots += lanes[:h]
+                    states += lanes[h:]
                 inv, columns, classes = self._lexer_moves(tuple(states)) if states else self._no_lanes
                 left = len(columns)
                 strip_to = None
@@ -110,28 +114,28 @@ class CellFilling:
                     if type(classes[inv[self._space_class]]) is int:   # a column of the space alone
                         left -= 1
                 self._left[cid] = left
-                got = (tuple(slots), inv, columns, strip_to, classes)   # tuples: see _intern
+                got = (*slots, strip_to, inv, columns, classes)   # tuples: see _intern
             self._plans[cid] = got
         return got
 
     def _fill_column(self, cid: int, col: int, plan: tuple) -> None:
         """The successor of ``cid`` for every byte class of lexer column ``col`` (then one
         column fewer to fill: the row is complete, ``expanded``, when none is left)."""
-        slots, inv, columns, strip_to, classes = plan
+        slots, strip_to, columns, classes = plan, plan[-4], plan[-2], plan[-1]   # lane i's slot: plan[i]
         nxt = DEAD
         if columns[col]:
             slot_of = self._slots
             keep, scans, back = [], [], []
-            shift = PAIR_SHIFT
+            shift, shift1 = PAIR_SHIFT, PAIR_SHIFT + 1
             it = iter(columns[col])                 # flat (lane, next state, accepts, goes on): lexer.moves
             for i, s2, a, g in zip(it, it, it, it):
                 sl = slots[i]
                 if a:
-                    node, term, ign = slot_of[sl]
-                    if ign:
-                        back.append(node)
+                    x = slot_of[sl]                 # pack(node, term) << 1 | ignore: configs._slot
+                    if x & 1:
+                        back.append(x >> shift1)
                     else:
-                        scans.append(node << shift | term)   # pack(node, term), inlined
+                        scans.append(x >> 1)        # pack(node, term)
                 if g:
                     keep.append(sl << shift | s2)
             nxt = self._intern(_canon(back), _canon(keep), False, _canon(scans))
@@ -158,7 +162,7 @@ class CellFilling:
                 self.expanded[cid] = True
                 self._plans.pop(cid, None)
         else:
-            self._fill_column(cid, int(plan[1][k]), plan)
+            self._fill_column(cid, int(plan[-3][k]), plan)
 
     def fill(self, cids, classes) -> None:
         """Compute the cells ``table[cids[i], classes[i]]`` (the others of a row wait until a
@@ -189,7 +193,7 @@ class CellFilling:
                 self.expanded[cid] = True
                 self._plans.pop(cid, None)
             else:
-                inv = plan[1]
+                inv = plan[-3]
                 for k in range(self.n_classes):
                     if self.table[cid, k] < 0:
                         self._fill_column(cid, int(inv[k]), plan)   # the last one marks the row expanded

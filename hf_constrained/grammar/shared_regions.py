@@ -108,11 +108,11 @@ class SharedRegions:
         started at one slot (no boundary node, no leading-space strip), else None; ``key``:
         the slot's terminal and kind and the lanes' lexer states."""
         a = self.dfa
-        boundary, threads, strip = a._closed_key(q)
+        boundary, threads, strip, _ = a._closed_key(q)
         if boundary or strip or not threads:
             return None
         slot = threads[0] >> PAIR_SHIFT
         if any(x >> PAIR_SHIFT != slot for x in threads):
             return None
-        _, term, ign = a._slots[slot]
+        _, term, ign = a.slot_parts(slot)
         return slot, (term, ign, tuple([x & PAIR_LOW for x in threads]))
