@@ -43,6 +43,20 @@ from .vocabulary import Vocabulary, link_trie
 from .constraint import FINISHED, packed_ids  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
 
 
+def harvest_levels(v, a0: int, run: list, out_ids: list, out_states: list) -> None:
+    """The tokens ending at the consecutive dense trie levels in ``run`` (the states of
+    their nodes, level by level from the node index ``a0``): their ids and states, dead
+    ones dropped, appended to ``out_ids`` / ``out_states``; ``run`` is emptied."""
+    cur = np.concatenate(run) if len(run) > 1 else run[0]
+    t0, t1 = int(v.term_start[a0]), int(v.term_end[a0 + len(cur) - 1])
+    if t1 > t0:
+        st = cur[v.term_node[t0:t1] - a0]
+        keep = st != DEAD
+        out_ids.append(v.term_ids[t0:t1][keep])
+        out_states.append(st[keep])
+    run.clear()
+
+
 def _parent_relative(trie) -> np.ndarray:
     """Per node, its parent's index within the parent's depth (what the dense walk gathers with)."""
     ds = trie.depth_start
@@ -265,21 +279,12 @@ class TokenIndex:
         ds = v.depth_start
         dsl = ds.tolist()  # the level bounds as Python ints (several reads per level)
         n_depths = len(ds) - 1
-        dead = DEAD
         out_ids, out_states = [], []
         run: list = []  # states of consecutive dense levels, whose tokens are read at once
 
         def harvest():
             if run:
-                a0 = dsl[d0]
-                cur = np.concatenate(run) if len(run) > 1 else run[0]
-                t0, t1 = int(v.term_start[a0]), int(v.term_end[a0 + len(cur) - 1])
-                if t1 > t0:
-                    st = cur[v.term_node[t0:t1] - a0]
-                    keep = st != dead
-                    out_ids.append(v.term_ids[t0:t1][keep])
-                    out_states.append(st[keep])
-                run.clear()
+                harvest_levels(v, dsl[d0], run, out_ids, out_states)
 
         # level 0: the root, sparse
         nodes = np.zeros(1, dtype=np.int64)

@@ -35,10 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import cache as disk
-from ..automaton import DEAD
 from ..constraint import Constraint
 from ..errors import UnsupportedTokenizerError
-from ..index import TokenIndex
+from ..index import TokenIndex, harvest_levels
 from ..vocabulary import Vocabulary
 from .cfg import CFG, GrammarError, from_lark
 from .configs import DEFAULT_MAX_CONFIGS, DEFAULT_MAX_THREADS, ConfigAutomaton
@@ -189,7 +188,6 @@ class _GrammarIndex(SharedRegions, TokenIndex):
         v, node_cls, parent_rel = self._walk_structure()
         dsl = v.depth_start.tolist()
         n_depths = len(dsl) - 1
-        dead = DEAD
         dtype = self.dfa.table.dtype
         out_ids, out_states = [], []
         run: list = []
@@ -197,15 +195,7 @@ class _GrammarIndex(SharedRegions, TokenIndex):
 
         def harvest():
             if run:
-                a0 = dsl[d0]
-                cur = np.concatenate(run) if len(run) > 1 else run[0]
-                t0, t1 = int(v.term_start[a0]), int(v.term_end[a0 + len(cur) - 1])
-                if t1 > t0:
-                    st = cur[v.term_node[t0:t1] - a0]
-                    keep = st != dead
-                    out_ids.append(v.term_ids[t0:t1][keep])
-                    out_states.append(st[keep])
-                run.clear()
+                harvest_levels(v, dsl[d0], run, out_ids, out_states)
 
         cs_item, ce_item = v.child_start.item, v.child_end.item
         bc, nb_item = self._byte_class, getattr(v, "node_byte", None)
