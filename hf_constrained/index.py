@@ -323,7 +323,12 @@ class TokenIndex:
             seen_n.append(nodes)
             seen_s.append(states)
         harvest()
-        if seen_n:  # the tokens of all sparse levels, read at once
+        return self._walk_result(v, seen_n, seen_s, out_ids, out_states)
+
+    def _walk_result(self, v, seen_n: list, seen_s: list, out_ids: list, out_states: list):
+        """A walk's (token ids, states): the dense levels' harvests in ``out_ids`` /
+        ``out_states`` plus the tokens of all sparse levels (``seen_n``/``seen_s``), read at once."""
+        if seen_n:
             ids, states = self._tokens_at(v, seen_n, seen_s)
             out_ids.append(ids)
             out_states.append(states)

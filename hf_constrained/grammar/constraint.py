@@ -291,13 +291,7 @@ class _GrammarIndex(SharedRegions, TokenIndex):
         if fn:
             seen_n.append(np.array(fn, np.int64))
             seen_s.append(np.array(fs, dtype))
-        if seen_n:  # the tokens of all sparse levels, read at once
-            ids, st = self._tokens_at(v, seen_n, seen_s)
-            out_ids.append(ids)
-            out_states.append(st)
-        if not out_ids:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(out_ids), np.concatenate(out_states).astype(np.int64)
+        return self._walk_result(v, seen_n, seen_s, out_ids, out_states)
 
     def _children(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
         if len(nodes) > self.SMALL_FRONTIER:
