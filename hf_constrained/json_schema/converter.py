@@ -275,10 +275,11 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
         if s.keys().isdisjoint(_FLATTENED):  # nothing to expand (most parts): the part as it is
             out.append(part)
             return True
-        bare = len(s) == 1 and "$ref" in s  # {"$ref": ...} alone: nothing left once resolved
-        rest = {} if bare else dict(s)
-        if bare or "$ref" in rest:
-            target, tptr = self.resolve(s["$ref"] if bare else rest.pop("$ref"), _ptr(p, "$ref"))
+        # a bare {"$ref": ...} leaves nothing once resolved: no copy of it
+        rest = {} if len(s) == 1 and "$ref" in s else dict(s)
+        if "$ref" in s:
+            rest.pop("$ref", None)
+            target, tptr = self.resolve(s["$ref"], _ptr(p, "$ref"))
             self.reads.append(tptr)  # what follows depends on ref_counts[tptr] (see _Memo)
             if self.recursion is not None and self.ref_counts[tptr]:  # recursion -> a grammar rule
                 out.append(self.recursion.marker(rest, target, tptr, _ptr(p, "$ref"), lin))
@@ -290,9 +291,6 @@ class _Converter(_LogicMixin, _ValuesMixin, _TypedMixin, _ContainersMixin):
             entered.append(tptr)
             if not self._flatten(self.part(target, tptr, lin), out, entered):
                 return False
-            if bare:  # what the steps below do with an empty rest
-                out.append(_new_part(_Part, (rest, p, lin)))
-                return True
         if "allOf" in rest:
             for i, sub in enumerate(rest.pop("allOf")):
                 if not self._flatten(self.part(sub, _ptr(p, "allOf", i), lin), out, entered):

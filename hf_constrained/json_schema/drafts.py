@@ -48,6 +48,7 @@ from typing import Any, Optional
 from ..errors import SchemaError
 from .metaschema import surely_valid
 from .refs import keep_ref_targets
+from .schemas import _ptr as _pointer
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -254,13 +255,10 @@ def near_miss(word: str, keywords) -> Optional[str]:
 
 def _ptr(base: Any, *tokens: Any) -> str:
     """``base`` (a pointer, or a :class:`_Canon` pointer: ``(parent, token, ...)``) with
-    ``tokens`` appended, escaped."""
+    ``tokens`` appended, escaped (:func:`schemas._ptr`)."""
     if base.__class__ is tuple:
         base = _ptr(*base)
-    for t in tokens:
-        t = str(t)
-        base += "/" + (t.replace("~", "~0").replace("/", "~1") if "~" in t or "/" in t else t)
-    return base
+    return _pointer(base, *tokens)
 
 
 _ANCHOR = re.compile(r"[A-Za-z_][-A-Za-z0-9._]*\Z")
