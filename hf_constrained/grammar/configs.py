@@ -240,7 +240,7 @@ class ConfigAutomaton(CellFilling):
         with self._lock:
             cids = [int(c) for c in cids]
             keys = [self._closed_key(c) for c in cids]
-            nodes = {n for k in keys for n in k[0]} | {self._slots[x >> PAIR_SHIFT] >> (PAIR_SHIFT + 1) for k in keys for x in k[1]}
+            nodes = {n for k in keys for n in k[0]} | {self.slot_parts(x >> PAIR_SHIFT)[0] for k in keys for x in k[1]}
             out, pos = self.parser.export_nodes(nodes)
             out.update({"lex_" + k: v for k, v in self.lexer.export_states().items()})
             bounds = [sorted(pos[n] for n in k[0]) for k in keys]
