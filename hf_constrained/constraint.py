@@ -86,6 +86,8 @@ the shell is engine-agnostic)::
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 DEAD = 0
@@ -139,6 +141,36 @@ def packed_ids(bits: np.ndarray) -> np.ndarray:
     """
     bits, words, nz = packed_words(bits)
     return set_bit_ids(bits, nz, words[nz].view(np.uint8))
+
+
+
+_SCRATCH = threading.local()  # per thread: a reused bool row for pack_ids
+
+
+def pack_ids(ids: np.ndarray, width: int) -> np.ndarray:
+    """Little-endian packed bits, ``ceil(width / 8)`` bytes, with the bits of ``ids``
+    set (the inverse of :func:`packed_ids`). The ids are set in a bool row kept per
+    thread and cleared again afterwards: a fresh 129k-wide row per new state cost
+    more in first-touched pages than its packing.
+
+    >>> pack_ids(np.array([3, 10, 17]), 20).tolist(), packed_ids(pack_ids(np.array([0, 19]), 20)).tolist()
+    ([8, 4, 2], [0, 19])
+    """
+    row = getattr(_SCRATCH, "row", None)
+    if row is None or len(row) < width:
+        row = _SCRATCH.row = np.zeros(max(width, 2 * len(row) if row is not None else width), dtype=bool)
+    hit = row[:width]
+    try:
+        hit[ids] = True
+        packed = np.packbits(hit, bitorder="little")
+    except BaseException:  # (an id out of range: the row stays clear for the next call)
+        hit.fill(False)
+        raise
+    if len(ids) * 64 < width:  # few ids: clear just those
+        hit[ids] = False
+    else:
+        hit.fill(False)
+    return packed
 
 
 UNKNOWN = -2

@@ -40,7 +40,7 @@ from .neighbour import Neighbours, _spans
 from .region import RegionWalk, find_region
 from .vocabulary import Vocabulary, link_trie
 
-from .constraint import FINISHED, packed_ids  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
+from .constraint import FINISHED, pack_ids, packed_ids  # noqa: E402  (a row that emitted EOS: only EOS/pad may follow)
 
 
 def harvest_levels(v, a0: int, run: list, out_ids: list, out_states: list) -> None:
@@ -219,6 +219,11 @@ class TokenIndex:
                 if not dfa.expanded[s]:
                     dfa.expand(s)
 
+    #: a sparse level of one live node reads its children as one slice of the level and
+    #: their states as one gather from its state's row (:meth:`_children_one`; False:
+    #: the general path, which the tests compare it with)
+    ONE_NODE = True
+
     #: at most this many cells to fill are expanded on Python ints (``expand_many`` sorts
     #: with ``np.unique``: a few µs per sparse level of a first visit)
     FILL_ROWS = 64
@@ -338,12 +343,31 @@ class TokenIndex:
 
     def _children(self, v, node_cls, nodes: np.ndarray, states: np.ndarray):
         """The live children of trie ``nodes`` (in ``states``) and their states."""
+        if len(nodes) == 1 and self.ONE_NODE:  # most sparse levels of a first visit
+            return self._children_one(v, node_cls, nodes.item(0), states.item(0))
         cs = v.child_start[nodes]
         counts = v.child_end[nodes] - cs
         child = _spans(cs, counts)
         nxt = self._lookup(states.repeat(counts), self._classes(node_cls, child))
         keep = nxt.nonzero()[0]  # DEAD is 0
         return child[keep], nxt[keep]
+
+    def _children_one(self, v, node_cls, node: int, s: int):
+        """:meth:`_children` of one node in one state: its children are one range of
+        the level, read as slices, and their states one gather from ``s``'s row (the
+        row expanded first when it is not computed yet, as :meth:`_lookup` does for
+        a cell that reads -1: rows are computed whole)."""
+        cs, ce = v.child_start.item(node), v.child_end.item(node)
+        if ce <= cs:
+            return np.zeros(0, np.int64), np.zeros(0, self.dfa.table.dtype)
+        dfa = self.dfa
+        if not dfa.expanded[s]:
+            with self.lock:
+                if not dfa.expanded[s]:
+                    dfa.expand(s)
+        nxt = dfa.table[s].take(self._classes(node_cls, slice(cs, ce)))
+        keep = nxt.nonzero()[0]  # DEAD is 0
+        return keep + cs, nxt[keep]
 
     @staticmethod
     def _tokens_at(v, nodes: list, states: list):
@@ -526,9 +550,7 @@ class TokenIndex:
         if self.dfa.accepting[q]:
             ids, keep = np.concatenate([ids, self.eos_ids]), np.concatenate([keep, np.ones(len(self.eos_ids), bool)])
         if keep.any():
-            hit = np.zeros(width, dtype=bool)
-            hit[ids[keep]] = True
-            packed |= np.packbits(hit, bitorder="little")
+            packed |= pack_ids(ids[keep], width)
         if not packed.any():
             return None  # cannot happen for a live state: the plain walk raises
         return packed
@@ -589,11 +611,9 @@ class TokenIndex:
                 ids, nxt = ids[keep], nxt[keep]
         seen = np.zeros(self.dfa.num_states, dtype=bool)
         seen[nxt] = True
-        hit = np.zeros(width, dtype=bool)
-        hit[ids] = True
         if self.dfa.accepting[q]:
-            hit[self.eos_ids] = True
-        packed = np.packbits(hit, bitorder="little")
+            ids = np.concatenate([ids, self.eos_ids])
+        packed = pack_ids(ids, width)
         if not packed.any():  # cannot happen for live states; guard against silent NaNs
             raise StateLimitError(f"internal error: state {q} allows no token")
         return packed, np.flatnonzero(seen)

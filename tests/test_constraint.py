@@ -158,3 +158,53 @@ def test_base_class_defaults(local_tok):
     assert w.cache_key() is None and w.import_state({}) is False and w.export_state() == {}
     with pytest.raises(NotImplementedError):
         Constraint().advance(np.zeros(1), np.zeros(1))
+
+
+@pytest.mark.parametrize("width", [8, 20, 1000, 129_280])
+def test_pack_ids_equals_packbits_and_leaves_its_row_clear(width):
+    """``pack_ids`` (a per-thread bool row, cleared after each call) equals packing a
+    fresh row, call after call: few ids (cleared one by one), many (cleared whole),
+    none, and after a call that failed on an id out of range."""
+    from hf_constrained.constraint import pack_ids, packed_ids
+
+    rng = np.random.default_rng(width)
+
+    def plain(ids):
+        hit = np.zeros(width, dtype=bool)
+        hit[ids] = True
+        return np.packbits(hit, bitorder="little")
+
+    for n in [0, 1, 3, width // 64 + 1, width // 2, width]:
+        for _ in range(3):
+            ids = rng.choice(width, size=min(n, width), replace=False).astype(np.int64)
+            got = pack_ids(ids, width)
+            assert got.dtype == np.uint8 and np.array_equal(got, plain(ids))
+            assert packed_ids(got).tolist() == sorted(ids.tolist())
+    with pytest.raises(IndexError):
+        pack_ids(np.array([1, width + 5]), width)
+    assert not pack_ids(np.zeros(0, dtype=np.int64), width).any()  # the failed call left nothing set
+
+
+def test_pack_ids_rows_are_per_thread():
+    """Two threads packing at once never see each other's bits."""
+    import threading
+
+    from hf_constrained.constraint import pack_ids
+
+    width, errors = 50_000, []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(300):
+            ids = rng.choice(width, size=int(rng.integers(1, 2000)), replace=False)
+            hit = np.zeros(width, dtype=bool)
+            hit[ids] = True
+            if not np.array_equal(pack_ids(ids, width), np.packbits(hit, bitorder="little")):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

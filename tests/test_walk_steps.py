@@ -72,3 +72,56 @@ def test_few_row_fill_creates_the_same_states_as_expand_many(tok_name, request, 
         assert len(walk_a) > 5
         assert walk_a == walk_b
         assert keys_a == keys_b  # the same states, created in the same order
+
+
+@pytest.mark.parametrize("tok_name", ["deepseek", "mistral"])
+def test_one_node_levels_equal_the_general_sparse_step(tok_name, request, monkeypatch):
+    """A sparse level of one live node (``TokenIndex._children_one``: its children as
+    one slice, their states as one gather from its row) creates the same states in the
+    same order, with the same masks and successors, as the general step; it is used."""
+    vocab = Vocabulary.from_tokenizer(request.getfixturevalue(tok_name))
+    eos = vocab.size
+    used = []
+    one = TokenIndex._children_one
+
+    def counted(self, *args):
+        used.append(1)
+        return one(self, *args)
+
+    monkeypatch.setattr(TokenIndex, "_children_one", counted)
+    calls = {True: 0, False: 0}
+    for k, pattern in enumerate(PATTERNS):
+        runs = []
+        for on in (True, False):
+            monkeypatch.setattr(TokenIndex, "ONE_NODE", on)
+            dfa = LazyDFA.from_patterns([pattern], strip_leading_space=vocab.strip_leading_space)
+            index = TokenIndex(dfa, vocab, [eos])
+            n0 = len(used)
+            runs.append((_walk(index, dfa, np.random.default_rng(k), 40), list(dfa._keys)))
+            calls[on] += len(used) - n0
+        (walk_a, keys_a), (walk_b, keys_b) = runs
+        assert len(walk_a) > 5
+        assert walk_a == walk_b
+        assert keys_a == keys_b
+    assert calls[True] > 10 and calls[False] == 0
+
+
+def test_one_node_level_cases():
+    """``_children_one`` on a childless node, on a state whose row is not computed yet
+    (expanded first), and with dead children dropped: as the general step."""
+    vocab = Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b"ab", b"ac", b"abc", b"xy", None])
+    dfa = LazyDFA.from_patterns([r"a[bc]c?|x"])
+    index = TokenIndex(dfa, vocab, eos_token_ids=[vocab.size])
+    a = int(vocab.child_start[0]) + ord("a")  # the root's children are the 256 bytes, in order
+    s = dfa.starts[0]
+    after_a = dfa.walk(s, b"a")
+    assert not dfa.expanded[after_a]
+    got = index._children_one(vocab, None, a, after_a)
+    assert dfa.expanded[after_a]
+    index.ONE_NODE = False
+    want = index._children(vocab, None, np.array([a]), np.array([after_a], dtype=dfa.table.dtype))
+    assert [x.tolist() for x in got] == [x.tolist() for x in want] and len(got[0]) == 2  # "ab", "ac"
+    assert got[0].dtype == want[0].dtype and got[1].dtype == want[1].dtype
+    leaf = int(vocab.child_start[0]) + ord("q")  # no token starts with "q" beyond "q" itself
+    empty = index._children_one(vocab, None, leaf, s)
+    assert len(empty[0]) == len(empty[1]) == 0 and empty[1].dtype == dfa.table.dtype
