@@ -220,8 +220,9 @@ class TokenIndex:
                     dfa.expand(s)
 
     #: a sparse level of one live node reads its children as one slice of the level and
-    #: their states as one gather from its state's row (:meth:`_children_one`; False:
-    #: the general path, which the tests compare it with)
+    #: their states as one gather from its state's row, expanded whole (:meth:`_children_one`;
+    #: False: the general path, which the tests compare it with, and what an automaton that
+    #: fills single cells needs: the grammar's index)
     ONE_NODE = True
 
     #: at most this many cells to fill are expanded on Python ints (``expand_many`` sorts
@@ -355,8 +356,8 @@ class TokenIndex:
     def _children_one(self, v, node_cls, node: int, s: int):
         """:meth:`_children` of one node in one state: its children are one range of
         the level, read as slices, and their states one gather from ``s``'s row (the
-        row expanded first when it is not computed yet, as :meth:`_lookup` does for
-        a cell that reads -1: rows are computed whole)."""
+        row expanded first when it is not computed yet, as :meth:`_fill` does for a
+        few cells that read -1: a :class:`LazyDFA` computes rows whole)."""
         cs, ce = v.child_start.item(node), v.child_end.item(node)
         if ce <= cs:
             return np.zeros(0, np.int64), np.zeros(0, self.dfa.table.dtype)

@@ -163,6 +163,10 @@ class _GrammarIndex(SharedRegions, TokenIndex):
     def _fill(self, states: np.ndarray, classes: np.ndarray) -> None:
         self.dfa.fill(states, classes)   # under the automaton's lock (and no other)
 
+    #: one-node levels through the general step, whose missing cells go to :meth:`_fill`
+    #: (TokenIndex's one-node step expands whole rows, as a LazyDFA computes them)
+    ONE_NODE = False
+
     #: a sparse trie level of at most this many live nodes with at most twice as many children
     #: is stepped on Python ints: a grammar's walks go deep along few nodes (DeepSeek's 64-dash
     #: token, runs of spaces or brackets), where a level's ten numpy calls cost several times the work
