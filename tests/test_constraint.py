@@ -195,16 +195,19 @@ def test_pack_ids_rows_are_per_thread():
 
     def work(seed):
         rng = np.random.default_rng(seed)
-        for _ in range(300):
-            ids = rng.choice(width, size=int(rng.integers(1, 2000)), replace=False)
-            hit = np.zeros(width, dtype=bool)
-            hit[ids] = True
-            if not np.array_equal(pack_ids(ids, width), np.packbits(hit, bitorder="little")):
-                errors.append(seed)
+        try:
+            for _ in range(300):
+                ids = rng.choice(width, size=int(rng.integers(1, 2000)), replace=False)
+                hit = np.zeros(width, dtype=bool)
+                hit[ids] = True
+                if not np.array_equal(pack_ids(ids, width), np.packbits(hit, bitorder="little")):
+                    errors.append(seed)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not errors
+    assert not errors, errors[:3]
