@@ -143,7 +143,6 @@ def packed_ids(bits: np.ndarray) -> np.ndarray:
     return set_bit_ids(bits, nz, words[nz].view(np.uint8))
 
 
-
 _SCRATCH = threading.local()  # per thread: a reused bool row for pack_ids
 
 
@@ -158,7 +157,7 @@ def pack_ids(ids: np.ndarray, width: int) -> np.ndarray:
     """
     row = getattr(_SCRATCH, "row", None)
     if row is None or len(row) < width:
-        row = _SCRATCH.row = np.zeros(max(width, 2 * len(row) if row is not None else width), dtype=bool)
+        row = _SCRATCH.row = np.zeros(width if row is None else max(width, 2 * len(row)), dtype=bool)
     hit = row[:width]
     try:
         hit[ids] = True

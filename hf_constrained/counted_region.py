@@ -53,6 +53,7 @@ import threading
 
 import numpy as np
 
+from .constraint import pack_ids
 from .forest import _REF, END
 from .region import ExitForest, RegionWalk, shared_walk
 
@@ -153,9 +154,7 @@ class CountedWalk:
         key = (width, cnt)
         got = self._packed.get(key)
         if got is None:
-            hit = np.zeros(width, dtype=bool)
-            hit[self.ids_by_need[:cnt]] = True
-            got = np.packbits(hit, bitorder="little")
+            got = pack_ids(self.ids_by_need[:cnt], width)
             with _PACK_LOCK:  # walks are shared by every thread of a vocabulary
                 if len(self._packed) >= self.PACKED_KEPT:
                     self._packed.pop(next(iter(self._packed)))

@@ -576,21 +576,15 @@ class TokenIndex:
         """``(packed allowed bits, distinct successor states or None)`` of state ``q``."""
         width = self._bits_width()
         if q == DEAD or q == FINISHED:
-            hit = np.zeros(width, dtype=bool)
-            hit[self.eos_ids] = True
+            ids = self.eos_ids
             if self.pad_token_id is not None and q == FINISHED:
-                hit[self.pad_token_id] = True
-            return np.packbits(hit, bitorder="little"), None
+                ids = np.append(ids, self.pad_token_id)
+            return pack_ids(ids, width), None
         parts = self._region_parts(q) if self._live is None else None
         if parts is not None:  # the region's tokens are shared, packed once
             walk, states, ids, nxt = parts
-            base = walk.packed.get(width)
-            if base is None:
-                region_hit = np.zeros(width, dtype=bool)
-                region_hit[walk.ids] = True
-                base = walk.packed[width] = np.packbits(region_hit, bitorder="little")
             # only the few exit tokens (and EOS) are set bit by bit: no 129k-wide pass
-            packed = base.copy()
+            packed = walk.packed_bits(width).copy()
             if self.dfa.accepting[q]:
                 ids = np.concatenate([ids, self.eos_ids])
             np.bitwise_or.at(packed, ids >> 3, (1 << (ids & 7)).astype(np.uint8))

@@ -40,7 +40,7 @@ import weakref
 
 import numpy as np
 
-from .constraint import DEAD
+from .constraint import DEAD, pack_ids
 
 #: vocabulary -> its PreOrder
 _LAYOUTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -133,9 +133,7 @@ class Reference:
 
     def __init__(self, layout: PreOrder, ids: np.ndarray, states: np.ndarray, width: int):
         self.state_arr = layout.scatter(ids, states)
-        hit = np.zeros(width, dtype=bool)
-        hit[ids] = True
-        self.packed = np.packbits(hit, bitorder="little")
+        self.packed = pack_ids(ids, width)
         counts = np.bincount(states)
         self.succ = np.flatnonzero(counts)
         self.counts = counts[self.succ]
@@ -157,12 +155,7 @@ class Reference:
         lut[:k] = states
         self.state_arr = lut.take(pre_end)
         self.state_arr[layout.pos[more_ids]] = more_states
-        packed = walk.packed.get(width)
-        if packed is None:
-            hit = np.zeros(width, dtype=bool)
-            hit[walk.ids] = True
-            packed = walk.packed[width] = np.packbits(hit, bitorder="little")
-        self.packed = packed.copy()
+        self.packed = walk.packed_bits(width).copy()
         if len(more_ids):
             np.bitwise_or.at(self.packed, more_ids >> 3, (1 << (more_ids & 7)).astype(np.uint8))
         counts = np.bincount(np.concatenate([states, more_states]),

@@ -31,7 +31,7 @@ import weakref
 
 import numpy as np
 
-from .constraint import DEAD
+from .constraint import DEAD, pack_ids
 from .neighbour import _spans
 
 #: vocabulary -> {region table over bytes: RegionWalk, or None (not worth it)}
@@ -173,6 +173,14 @@ class RegionWalk:
         self.exit_from = exit_from[leaving].astype(np.int64)
         self.forest = ExitForest(v, self.exit_nodes, self.exit_from * 256 + v.node_byte[self.exit_nodes])
         return self
+
+    def packed_bits(self, width: int) -> np.ndarray:
+        """Packed bits (``width`` wide) of the tokens that stay in the region, made once
+        per width (shared: callers copy before adding a state's own bits)."""
+        got = self.packed.get(width)
+        if got is None:
+            got = self.packed[width] = pack_ids(self.ids, width)
+        return got
 
     def exit_walk(self, index, states: np.ndarray):
         """``(token ids, next states)`` of the tokens that leave the region and end in
