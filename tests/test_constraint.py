@@ -186,8 +186,8 @@ def test_pack_ids_equals_packbits_and_leaves_its_row_clear(width):
 
 
 def test_pack_ids_rows_are_per_thread():
-    """Two threads packing at once never see each other's bits."""
-    import threading
+    """Threads packing at once never see each other's bits."""
+    from engine_checks import in_threads
 
     from hf_constrained.constraint import pack_ids
 
@@ -205,9 +205,5 @@ def test_pack_ids_rows_are_per_thread():
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(work, 4)
     assert not errors, errors[:3]

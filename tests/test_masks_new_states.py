@@ -20,6 +20,7 @@ import torch
 from hf_constrained import RegexConstraint
 from hf_constrained import masks as masks_module
 from hf_constrained.constraint import FINISHED
+from engine_checks import in_threads
 from hf_constrained.masks import SparseMasks, _id_list
 from test_masks_packed_store import _MaskOnly  # the engine with its packed reader hidden
 
@@ -195,11 +196,7 @@ def test_rows_added_from_several_threads(deepseek, engine, monkeypatch):
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(work, 4)
     assert not errors, errors[:3]
     assert table.used == len(set(states)) + 1  # each state stored once
     reference = SparseMasks(_MaskOnly(engine), width, "cpu")
