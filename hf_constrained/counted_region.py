@@ -450,7 +450,7 @@ class CountedRegions:
             row = np.full(dfa.n_classes, DEAD_CODE, dtype=np.int16)
             for clo, chi, kind, keys in moves:
                 if kind == "done":
-                    keys, code = fam.bkeys, DONE
+                    keys = fam.bkeys
                 code_of = at.get(keys)
                 if code_of is None:
                     if len(order) >= self.MAX_STATES:
