@@ -90,6 +90,24 @@ def test_left_recursive_list_reuses_configurations():
     assert auto.walk(q2, b"x,x,x,") == q1 and auto.num_states == n  # no new configuration
 
 
+
+# the README's "Semantics": under %ignore nothing separates lexemes, so keywords and names may
+# abut (also where one longest match would read them as one: "selectabc"), as for Lark's own Earley
+# parser; a required separator in the rules says otherwise
+ABUTTING = 'start: SELECT NAME FROM NAME\nSELECT: "select"i\nFROM: "from"i\nNAME: /[a-z]+/\n%ignore " "'
+SEPARATED = ('start: SELECT _SP NAME _SP FROM _SP NAME\nSELECT: "select"i\nFROM: "from"i\n'
+             'NAME: /[a-z]+/\n_SP: / +/')
+
+
+@pytest.mark.parametrize("text, runs_together", [(ABUTTING, True), (SEPARATED, False)])
+def test_lexemes_abut_unless_the_rules_separate_them(text, runs_together):
+    auto, oracle = ConfigAutomaton([from_lark(text)]), lark_parser(text)
+    for s in ["SELECT abc FROM t", "SELECTabc FROM t", "SELECT abc FROMt", "SELECT abcFROM t", "selectabc from t"]:
+        q = auto.walk(auto.starts[0], s.encode())
+        ours = bool(q != DEAD and auto.accepting[q])
+        assert ours == lark_accepts(oracle, s), s
+        assert ours == (runs_together or s == "SELECT abc FROM t"), s
+
 # ---------------------------------------------------------------- the engine's shortcuts
 # Grammars with nullable tails, unit cycles and ambiguity, where the shortcuts of the engine
 # (prediction closures computed once per nonterminal, acceptance after a scan without the
