@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -25,7 +24,7 @@ import lark  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from grammar_bench import SQL_DOCS, p99, sql_grammar  # noqa: E402
+from grammar_bench import SQL_DOCS, p99, replay, sql_grammar  # noqa: E402
 from grammar_peers import sql_gbnf  # noqa: E402
 from hf_constrained import GrammarProcessor, offline  # noqa: E402
 from hf_constrained.grammar.gbnf import gbnf_to_lark  # noqa: E402
@@ -36,20 +35,8 @@ RUN_TOGETHER = ["SELECT abc FROM t", "SELECT abc FROMt", "SELECTabc FROM t", "SE
 
 def replay_counts(text: str, syntax: str, tok) -> dict:
     proc = GrammarProcessor(text, tok, syntax=syntax, cache_dir=False)
-    prompt = tok(["Data:"], return_tensors="pt")["input_ids"]
-    scores = torch.zeros(1, len(tok))
-    cpu, wall = [], []
-    for d in SQL_DOCS:
-        cur = prompt
-        for t in tok.encode(d, add_special_tokens=False) + [tok.eos_token_id]:
-            s = scores.clone()
-            c0, t0 = time.process_time(), time.perf_counter()
-            out = proc(cur, s)
-            wall.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-            if not out[0, t] > -1e30:
-                raise AssertionError(f"the document's own token {t} was masked out in {d!r}")
-            cur = torch.cat([cur, torch.tensor([[t]])], 1)
+    cpu = []
+    wall = replay(proc, tok, SQL_DOCS, cpu)   # asserts that no document's own token is masked out
     c = proc.constraint
     a = c.automaton
     n = a.num_states
