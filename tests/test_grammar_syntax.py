@@ -1,14 +1,20 @@
 """The tested Lark and GBNF syntax subsets, each against an independent oracle."""
 
+import itertools
 import random
 import re
+import subprocess
+import sys
 
 import pytest
 
-from hf_constrained.grammar import GrammarError, from_lark, gbnf_to_lark
+from hf_constrained.grammar import GrammarError, from_lark, gbnf_to_cfg, gbnf_to_lark
 from hf_constrained.grammar.configs import ConfigAutomaton
 
-from grammar_oracle import lark_accepts, lark_parser
+from grammar_oracle import lark_accepts, lark_parser, sentences
+
+#: the two readings of GBNF text: the package's own (no Lark) and Lark's reading of the Lark text
+GBNF_READERS = {"direct": gbnf_to_cfg, "via_lark": lambda text: from_lark(gbnf_to_lark(text))}
 
 LARK_FEATURES = r"""
 start: item+ _sep? -> top
@@ -72,8 +78,9 @@ tail ::= ( "!"{2}
 GBNF_REGEX = r"(hi|hello|yoé)[ \t]+([A-Z][a-z]{2,}|[^a-zA-Z0-9 \t\n!]){1,2}(!!|\?|[\s\S])?"
 
 
-def test_gbnf_features_agree_with_an_equivalent_regex():
-    auto = ConfigAutomaton([from_lark(gbnf_to_lark(GBNF))])
+@pytest.mark.parametrize("reader", GBNF_READERS)
+def test_gbnf_features_agree_with_an_equivalent_regex(reader):
+    auto = ConfigAutomaton([GBNF_READERS[reader](GBNF)])
     sents = ["hi Bob", "hello\tAnn!!", "yoé Zed#?", "hi %%", "hi Abc\n"]
     rng = random.Random(1)
     for s in _strings(rng, "hieloyé \tABbn%#!?\n", sents, n=3000):
@@ -88,6 +95,90 @@ def test_gbnf_features_agree_with_an_equivalent_regex():
     ('root ::= "\\q"', "unknown escape"),
     ('root ::= "a"\nroot ::= "b"', "defined twice"),
 ])
-def test_gbnf_errors(text, needle):
+@pytest.mark.parametrize("reader", GBNF_READERS)
+def test_gbnf_errors(text, needle, reader):
     with pytest.raises(GrammarError, match=needle):
-        from_lark(gbnf_to_lark(text))
+        GBNF_READERS[reader](text)
+
+
+def _random_gbnf(rng) -> str:
+    """Three rules over a, b, c, d using every GBNF construct (recursion included; groups one
+    level deep, which keeps the oracle's enumeration to seconds)."""
+    names = ["root", "r1", "r2"]
+
+    def item(depth):
+        k = rng.random()
+        if k < 0.3:
+            a = '"' + rng.choice(["", "a", "ab", "c", "ba"]) + '"'
+        elif k < 0.45:
+            a = rng.choice(["[ab]", "[^a]", "[b-c]", "."])
+        elif k < 0.7:
+            a = rng.choice(names)
+        elif depth < 1:
+            a = "(" + alts(depth + 1) + ")"
+        else:
+            a = '"b"'
+        if a != '""' and rng.random() < 0.35:
+            a += rng.choice(["*", "+", "?", "{2}", "{1,}", "{2,}", "{0,2}", "{1,3}", "{0}"])
+        return a
+
+    def alts(depth):
+        return " | ".join(" ".join(item(depth) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(1, 2)))
+    return "\n".join(f"{n} ::= {alts(0)}" for n in names) + "\n"
+
+
+def test_gbnf_read_without_lark_has_the_language_lark_reads():
+    """``gbnf_to_cfg`` expands GBNF's EBNF itself (what GrammarConstraint uses, no Lark); on
+    random grammars its sentences up to length 4 over a-d are exactly those of the oracle's
+    enumeration over Lark's reading of ``gbnf_to_lark``'s text, and the grammars one reading
+    refuses (an unproductive rule, an empty language) the other refuses too."""
+    n, alphabet = 4, "abcd"
+    texts = [''.join(p) for k in range(n + 1) for p in itertools.product(alphabet, repeat=k)]
+    rng = random.Random(7)
+    compared = refused = 0
+    for _ in range(60):
+        text = _random_gbnf(rng)
+        try:
+            auto = ConfigAutomaton([gbnf_to_cfg(text)])
+        except GrammarError:
+            with pytest.raises(GrammarError):
+                from_lark(gbnf_to_lark(text))
+            refused += 1
+            continue
+        want = sentences(gbnf_to_lark(text), alphabet, n)
+        got = {t for t in texts if (q := auto.walk(auto.starts[0], t.encode())) and auto.accepting[q]}
+        assert got == want, (text, sorted(want - got)[:5], sorted(got - want)[:5])
+        compared += 1
+    assert compared >= 40 and refused >= 1, (compared, refused)
+
+
+@pytest.mark.parametrize("text", ['root ::= ("a" | "b" | "c" | "d")? ("a" | "b" | "c")? ("a" | "b")? "d"{0,20}',
+                                  'root ::= [a-d]{3,} ("b" [ab]{2,5})* "c"+'])
+def test_gbnf_read_without_lark_bounds_its_rules(text):
+    """Distributing optional pieces and groups into a rule stops at ``DISTRIBUTE`` alternatives
+    (Lark multiplies them all out); the language is unchanged."""
+    from hf_constrained.grammar.gbnf import DISTRIBUTE
+    cfg = gbnf_to_cfg(text, regular=False)
+    by_lhs = {}
+    for lhs, _ in cfg.rules:
+        by_lhs[lhs] = by_lhs.get(lhs, 0) + 1
+    assert max(by_lhs.values()) <= DISTRIBUTE
+    auto, oracle = ConfigAutomaton([gbnf_to_cfg(text)]), lark_parser(gbnf_to_lark(text))
+    rng = random.Random(3)
+    for s in _strings(rng, "abcd", ["abcd", "ad", "aaab", "abbbbc", "aaaabaac"], n=400):
+        assert _accepts(auto, s) == lark_accepts(oracle, s), s
+
+
+def test_gbnf_grammars_are_read_without_importing_lark():
+    """A GBNF grammar needs no Lark: a process whose ``import lark`` fails builds one."""
+    code = (
+        "import sys; sys.modules['lark'] = None\n"
+        "from hf_constrained.grammar.constraint import GrammarConstraint\n"
+        "from hf_constrained.vocabulary import Vocabulary\n"
+        "v = Vocabulary.from_token_bytes([None] + [bytes([i]) for i in range(256)] + [b'ab'])\n"
+        "c = GrammarConstraint('root ::= (\"a\" \"b\"?)+ [0-9]{2}', v, syntax='gbnf', eos_token_id=0,\n"
+        "                      cache_dir=False)\n"
+        "print(c.accepting([c.state_of_text('aab07')])[0], c.accepting([c.state_of_text('ab7')])[0])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False"]

@@ -4,8 +4,8 @@ a byte-level configuration automaton -> token masks (see ``GrammarConstraint``).
 from .cfg import CFG, GrammarError, from_lark
 from .earley import GrammarLimitError, Parser
 from .constraint import GrammarConstraint, load_grammar
-from .gbnf import gbnf_to_lark
+from .gbnf import gbnf_to_cfg, gbnf_to_lark
 from .processor import GrammarProcessor
 
 __all__ = ["CFG", "GrammarConstraint", "GrammarError", "GrammarLimitError", "GrammarProcessor", "Parser",
-           "from_lark", "gbnf_to_lark", "load_grammar"]
+           "from_lark", "gbnf_to_cfg", "gbnf_to_lark", "load_grammar"]

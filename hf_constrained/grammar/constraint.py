@@ -42,7 +42,7 @@ from ..vocabulary import Vocabulary
 from .cfg import CFG, GrammarError, from_lark
 from .configs import DEFAULT_MAX_CONFIGS, DEFAULT_MAX_THREADS, ConfigAutomaton
 from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError
-from .gbnf import gbnf_to_lark
+from .gbnf import gbnf_to_cfg
 from .shared_regions import SharedRegions
 
 SYNTAXES = ("lark", "gbnf")
@@ -73,8 +73,8 @@ def load_grammar(text, syntax: str = "lark", start: str = "start", cache_dir=Non
 
 #: mixed into the disk-cache keys of read grammars and grammar states: bump it when
 #: what they store changes meaning
-GRAMMAR_CACHE_VERSION = 3  # 2: read grammars store the regular-rule rewrite (grammar/regular.py);
-                           # 3: with right spines as prefix lexemes
+GRAMMAR_CACHE_VERSION = 4  # 2: read grammars store the regular-rule rewrite (grammar/regular.py);
+                           # 3: with right spines as prefix lexemes; 4: GBNF read without Lark
 
 
 @functools.lru_cache(maxsize=1)
@@ -92,7 +92,8 @@ def _lark_version() -> str:
 
 @functools.lru_cache(maxsize=64)
 def _read(text: str, syntax: str, start: str, folder) -> CFG:
-    key = disk.digest("grammar-text", GRAMMAR_CACHE_VERSION, _lark_version(), syntax, start, text)
+    reader = _lark_version() if syntax == "lark" else "own"   # (GBNF is read without Lark)
+    key = disk.digest("grammar-text", GRAMMAR_CACHE_VERSION, reader, syntax, start, text)
     path = Path(folder) / f"grammar-{key[:40]}.npy" if folder is not None else None
     if path is not None:
         arrays = disk.load(path, key)
@@ -101,7 +102,7 @@ def _read(text: str, syntax: str, start: str, folder) -> CFG:
                 return CFG.from_json(bytes(arrays["cfg"]).decode()).check()
             except (KeyError, ValueError, GrammarError):
                 pass  # foreign or corrupt: read again and rewrite
-    cfg = from_lark(gbnf_to_lark(text), start="start") if syntax == "gbnf" else from_lark(text, start=start)
+    cfg = gbnf_to_cfg(text) if syntax == "gbnf" else from_lark(text, start=start)   # (GBNF: no Lark)
     if path is not None:
         disk.save(path, key, {"cfg": np.frombuffer(cfg.to_json().encode(), dtype=np.uint8)})
     return cfg
