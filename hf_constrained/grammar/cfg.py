@@ -199,10 +199,15 @@ def terminal_regex(name: str, pattern) -> str:
         rx = rx.replace(k, v)
     if "(?i:" in rx:
         rx = _unfold_ignorecase(rx, name)
+    return checked_regex(f"terminal {name}", rx)
+
+
+def checked_regex(where: str, rx: str) -> str:
+    """``rx`` if the regex engine reads it, else :class:`GrammarError` naming ``where``."""
     try:
         parse_regex(rx)
     except (RegexSyntaxError, UnsupportedRegexError) as e:
-        raise GrammarError(f"terminal {name}: {e} (regex {rx!r})") from e
+        raise GrammarError(f"{where}: {e} (regex {rx!r})") from e
     return rx
 
 

@@ -34,9 +34,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import RegexSyntaxError, UnsupportedRegexError
-from ..regex_parser import parse as parse_regex
-from .cfg import GrammarError
+from .cfg import CFG, GrammarError, checked_regex
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 _ESC = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-", "^": "^"}
@@ -317,10 +315,7 @@ class _Builder:
     def terminal(self, node: tuple, rule: str) -> int:
         rx = _regex(node)
         if rx not in self.term_of:
-            try:
-                parse_regex(rx)
-            except (RegexSyntaxError, UnsupportedRegexError) as e:
-                raise GrammarError(f"rule {rule}: {e} (regex {rx!r})") from e
+            checked_regex(f"rule {rule}", rx)
             self.term_of[rx] = len(self.terms)
             self.terms.append(f"__{rule.upper()}_{len(self.terms)}")
             self.patterns.append(rx)
@@ -359,16 +354,16 @@ class _Builder:
         x = self.alts(inner, rule)
         if hi is None:   # x{lo,}: lo - 1 copies, then x+ (N -> x | N x); x*: N or nothing
             one = self.symbol(x, rule, "item")
-            n = self.nonterminal(f"__{rule}_star_{len(self.nts)}")
-            self.rules.extend([(n, one), (n, (n,) + one)])
-            return self._times(x, lo - 1, lo - 1, rule, [(n,)]) if lo else [(), (n,)]
+            n = self.fresh([one], rule, "star")
+            self.rules.append((n, (n,) + one))
+            return self._times([one], lo - 1, lo - 1, rule, [(n,)]) if lo else [(), (n,)]
         return self._times(x, lo, hi, rule, [()])
 
     def _times(self, x: list, lo: int, hi: int, rule: str, tail: list) -> list:
         """``x{lo,hi}`` followed by ``tail``."""
         if lo == hi == 0:
             return tail
-        if len(x) ** max(hi, 1) * len(tail) <= DISTRIBUTE and hi <= 8:
+        if hi <= 8 and len(x) ** max(hi, 1) * len(tail) <= DISTRIBUTE:   # (no power of a large hi)
             out = []
             for k in range(lo, hi + 1):
                 seqs = [()]
@@ -388,8 +383,6 @@ class _Builder:
 def gbnf_to_cfg(text: str, regular: bool = True):
     """Read GBNF text into a checked :class:`~.cfg.CFG` (start = ``root``), without Lark;
     ``regular=True`` reads regular rules as lexemes (:func:`.regular.regular_lexemes`)."""
-    from .cfg import CFG
-
     if not isinstance(text, str):
         raise TypeError("the grammar must be a string of GBNF text")
     b = _Builder()
