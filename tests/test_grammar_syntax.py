@@ -152,6 +152,41 @@ def test_gbnf_read_without_lark_has_the_language_lark_reads():
     assert compared >= 40 and refused >= 1, (compared, refused)
 
 
+@pytest.mark.parametrize("linear", [0, 1, 32])
+@pytest.mark.parametrize("regular", [False, True])
+def test_gbnf_counted_repetition_reads_exactly_its_counts(monkeypatch, linear, regular):
+    """``x{m}``, ``x{m,}`` and ``x{m,n}`` accept exactly the counts they allow, for the
+    inline expansion and the logarithmic one (``LINEAR`` lowered so that small bounds take it),
+    as a lexeme (``regular``) or as rules, for an atom of one character and one of two."""
+    import hf_constrained.grammar.cfg as cfg
+    monkeypatch.setattr(cfg, "LINEAR", linear)
+    for atom, unit in (('"a"', "a"), ('("a" "b")', "ab")):
+        for lo, hi in [(0, 0), (0, 1), (0, 2), (0, 5), (1, 6), (2, 2), (3, 9), (0, 12), (5, 13), (7, None),
+                       (0, None), (1, None), (13, 13), (6, 31)]:
+            rep = f"{{{lo}}}" if hi == lo else f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}"
+            text = f'root ::= "x" {atom}{rep} "y"'
+            auto = ConfigAutomaton([gbnf_to_cfg(text, regular=regular)])
+            top = (hi if hi is not None else lo) + 4
+            got = [k for k in range(top + 1) if _accepts(auto, "x" + unit * k + "y")]
+            want = [k for k in range(top + 1) if lo <= k and (hi is None or k <= hi)]
+            assert got == want, (text, linear, regular)
+            q = auto.walk(auto.starts[0], ("x" + unit * top).encode())   # prefixes stay live
+            assert (q != 0) == (hi is None), text
+
+
+def test_gbnf_large_counts_take_few_rules():
+    """A count in the millions is read in O(log) rules and its language is exact at its edges
+    (nested optionals made one rule per optional copy: ``{0,10000000}`` ran out of memory)."""
+    text = 'root ::= ("a" x){2,10000000} | "c"{1000000} | "d"{3000}\nx ::= "b" | "(" root ")"'
+    for regular in (True, False):
+        cfg = gbnf_to_cfg(text, regular=regular)
+        assert len(cfg.rules) < 200, len(cfg.rules)
+        auto = ConfigAutomaton([cfg])
+        assert [_accepts(auto, s) for s in ("ab", "abab", "aba(ababab)", "a(c)ab", "a(ab)ab", "c" * 999)] == \
+            [False, True, True, False, False, False]
+        assert [_accepts(auto, "d" * k) for k in (2999, 3000, 3001)] == [False, True, False]
+
+
 @pytest.mark.parametrize("text", ['root ::= ("a" | "b" | "c" | "d")? ("a" | "b" | "c")? ("a" | "b")? "d"{0,20}',
                                   'root ::= [a-d]{3,} ("b" [ab]{2,5})* "c"+'])
 def test_gbnf_read_without_lark_bounds_its_rules(text):

@@ -439,13 +439,20 @@ def test_corpus_deep_tree():
     assert not re.compile(schema_to_regex(schema)).fullmatch(compact(doc))
 
 
-@pytest.mark.parametrize("lo, hi", [(2, 3), (2, None), (0, 2)])
-def test_counted_repetition_around_recursion(lo, hi):
+@pytest.mark.parametrize("linear", [None, 1])
+@pytest.mark.parametrize("lo, hi", [(2, 3), (2, None), (0, 2), (3, 9), (40, 43), (0, 10 ** 7)])
+def test_counted_repetition_around_recursion(lo, hi, linear, monkeypatch):
     """minItems/maxItems on a recursive array become counted repetitions around the rule
-    reference: exactly the allowed lengths are accepted, at every depth."""
+    reference: exactly the allowed lengths are accepted, at every depth, with copies and
+    optional copies written out (``LINEAR``) or in O(log) rules (large counts, or ``linear=1``),
+    where ``maxItems: 10000000`` was refused for its ten million rules."""
+    if linear is not None:
+        import hf_constrained.grammar.cfg as cfg
+        monkeypatch.setattr(cfg, "LINEAR", linear)
     schema = {"type": "array", "items": {"anyOf": [{"type": "null"}, {"$ref": "#"}]}, "minItems": lo}
     if hi is not None:
         schema["maxItems"] = hi
+    assert len(schema_to_grammar(schema).rules) < 200
     c = byte_constraint(schema)
 
     def nest(n: int, depth: int):
@@ -454,8 +461,9 @@ def test_counted_repetition_around_recursion(lo, hi):
             inner = [inner] + [None] * (n - 1) if n else []
         return inner
 
+    sizes = sorted({*range(0, 6), *range(max(lo - 2, 0), lo + 3), *([] if hi is None else range(max(hi - 2, 0), min(hi, 60) + 3))})
     for depth in (0, 1, 5):
-        for n in range(0, 6):
+        for n in sizes:
             if depth and n == 0:
                 continue
             doc = nest(n, depth)

@@ -212,6 +212,68 @@ def checked_regex(where: str, rx: str) -> str:
 
 
 # ---------------------------------------------------------------- Lark
+#: ``x{m,n}`` with up to this many copies (``m``) and optional copies (``n - m``) is
+#: expanded inline, as copies and a chain of nested optionals; past it, in O(log) rules
+#: (:class:`Counted`)
+LINEAR = 32
+
+
+class Counted:
+    """``x{k}`` and ``x{0,k}`` of a symbol in O(log k) rules, for the builders that expand
+    counted repetition themselves (GBNF text, recursive JSON Schemas); Lark expands its own
+    ``~ n..m``. Copies and nested optionals made a rule of ``k`` symbols and ``k`` rules
+    (``x{0,10000000}`` ran out of memory). ``new_rule`` takes alternatives (tuples of symbols)
+    and returns a new nonterminal with them; ``P_j`` (``2**j`` copies) is ``P_{j-1} P_{j-1}``.
+
+    >>> alts_of = []                         # nonterminal i's alternatives: alts_of[i]
+    >>> c = Counted(lambda alts: alts_of.append(alts) or len(alts_of) - 1)
+    >>> c.exactly((-1,), 40), alts_of[:2]    # 40 = 8 + 32: P_3 P_5 (P_0: terminal 0 itself)
+    ((2, 4), [[(-1, -1)], [(0, 0)]])
+    >>> c.up_to((-1,), 10 ** 7), len(alts_of)
+    ((68,), 69)
+    """
+
+    def __init__(self, new_rule):
+        self.new_rule = new_rule
+        self._powers: dict = {}     # symbol -> its powers of two
+        self._up: dict = {}         # (symbol, level, bound) -> symbol
+
+    def power(self, one: tuple, j: int) -> tuple:
+        """A symbol for ``2**j`` copies of the symbol ``one``."""
+        powers = self._powers.setdefault(one, [one])
+        while len(powers) <= j:
+            powers.append((self.new_rule([powers[-1] * 2]),))
+        return powers[j]
+
+    @staticmethod
+    def inline(k: int) -> bool:
+        """Whether ``k`` copies (or optional copies) are few enough to write out."""
+        return k <= LINEAR
+
+    def exactly(self, one: tuple, k: int) -> tuple:
+        """Symbols for ``k`` copies of ``one``: inline up to :data:`LINEAR`, else one power of
+        two per set bit of ``k``."""
+        if self.inline(k):
+            return one * k
+        return tuple(s for j in range(k.bit_length()) if k >> j & 1 for s in self.power(one, j))
+
+    def up_to(self, one: tuple, k: int, j: int = 0) -> tuple:
+        """A symbol for ``P_j{0,k}`` (``()`` for ``k = 0``), unambiguous (each length has one
+        parse). With ``y = P_j``: ``y{0,2m+1} -> y? (yy){0,m}`` (the length's parity decides
+        ``y?``), and ``y{0,2m} -> (yy){0,m} | y (yy){0,m-1}`` (even lengths, then odd ones).
+        A level needs the bounds ``m`` and ``m - 1`` at most: two rules per level."""
+        if k == 0:
+            return ()
+        key = (one, j, k)
+        got = self._up.get(key)
+        if got is None:
+            y, m = self.power(one, j), k >> 1
+            odd = self.up_to(one, m - (not k & 1), j + 1)
+            alts = [self.up_to(one, m, j + 1), y + odd]
+            got = self._up[key] = (self.new_rule(list(dict.fromkeys(alts))),)
+        return got
+
+
 def _lark_location(e: Exception):
     line, col = getattr(e, "line", None), getattr(e, "column", None)
     if line is None:

@@ -21,7 +21,8 @@ language) and ~20 ms for a 100-rule grammar, where this takes a few. EBNF is exp
 expands it: a group's alternatives and an optional item are distributed into the rule's
 alternatives while they stay few (:data:`DISTRIBUTE`), else they get a rule of their own;
 ``x*`` and ``x+`` get a left-recursive rule (``N -> x | N x``); ``x{m,n}`` is ``m`` copies then
-optional ones. Then :func:`.regular.regular_lexemes` reads the regular rules as lexemes, as for
+nested optional ones (past :data:`.cfg.LINEAR` of either, O(log) rules: :class:`.cfg.Counted`).
+Then :func:`.regular.regular_lexemes` reads the regular rules as lexemes, as for
 Lark text. The tests check that both routes give the same language (and Lark's Earley parser
 on the Lark text is their oracle).
 
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import re
 
-from .cfg import CFG, GrammarError, checked_regex
+from .cfg import CFG, Counted, GrammarError, checked_regex
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 _ESC = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-", "^": "^"}
@@ -372,12 +373,16 @@ class _Builder:
                 out += [a + b for a in seqs for b in tail]
             return list(dict.fromkeys(out))
         one = self.symbol(x, rule, "item")
-        opt = [()]   # (hi - lo) optional copies, nested: O -> ε | x O'
-        for _ in range(hi - lo):
-            opt = [(), one + self.symbol(opt, rule, "opt")] if opt != [()] else [(), one]
+        counted = Counted(lambda alts: self.fresh(alts, rule, "count"))
+        if counted.inline(hi - lo):
+            opt = [()]   # (hi - lo) optional copies, nested: O -> ε | x O'
+            for _ in range(hi - lo):
+                opt = [(), one + self.symbol(opt, rule, "opt")] if opt != [()] else [(), one]
+        else:
+            opt = [counted.up_to(one, hi - lo)]
         rest = [a + b for a in opt for b in tail] if len(opt) * len(tail) <= DISTRIBUTE else \
             [self.symbol(opt, rule, "opt") + self.symbol(tail, rule, "rest")]
-        return [one * lo + r for r in dict.fromkeys(rest)]
+        return [counted.exactly(one, lo) + r for r in dict.fromkeys(rest)]
 
 
 def gbnf_to_cfg(text: str, regular: bool = True):

@@ -55,7 +55,7 @@ from typing import Any, NamedTuple, Optional
 
 from .._gc import gc_paused
 from ..errors import SchemaError
-from ..grammar.cfg import CFG, productive_nonterminals
+from ..grammar.cfg import CFG, Counted, productive_nonterminals
 from ..regex_parser import parse as parse_regex
 from . import schema_to_regex
 from .charsets import _class
@@ -72,8 +72,6 @@ from .schemas import _ANNOTATIONS, _load, _Part
 _PLACEHOLDER_BASE = 0x100001
 _PLACEHOLDER_LAST = 0x10FFFE
 _RESERVED = re.compile("[\U00100000-\U0010FFFF]|\\\\U0010[0-9A-Fa-f]{4}")
-#: ``x{m,n}`` around a placeholder becomes a chain of ``n - m`` optional rules.
-MAX_COUNTED = 10_000
 
 
 def _reserved_code_point(root: Any):
@@ -317,6 +315,12 @@ class _Builder:
     def fresh(self) -> int:
         return self.nonterminal(f"_r{len(self.nonterminals)}")
 
+    def _rule_of(self, alts: list) -> int:
+        """A new nonterminal with the alternatives ``alts`` (for :class:`~..grammar.cfg.Counted`)."""
+        nt = self.fresh()
+        self.rules += [(nt, a) for a in alts]
+        return nt
+
     def terminal(self, regex: str) -> int:
         if regex not in self.term_id:
             self.term_id[regex] = len(self.patterns)
@@ -395,15 +399,15 @@ class _Builder:
             tail = self.fresh()                     # tail: ε | tail unit (left-recursive list)
             self.rules += [(tail, ()), (tail, (tail, unit))]
             return (unit,) * lo + (tail,)
-        if hi - lo > MAX_COUNTED:
-            raise SchemaError(f"a counted repetition {{{lo},{hi}}} around a recursive reference is too "
-                              f"long for a grammar (more than MAX_COUNTED={MAX_COUNTED} optional copies)")
+        counted = Counted(self._rule_of)
+        if not counted.inline(hi - lo):             # O(log) rules for a large count
+            return counted.exactly((unit,), lo) + counted.up_to((unit,), hi - lo)
         chain: tuple = ()
         for _ in range(hi - lo):                    # c_k: ε | unit c_{k-1}
             nt = self.fresh()
             self.rules += [(nt, ()), (nt, (unit,) + chain)]
             chain = (nt,)
-        return (unit,) * lo + chain
+        return counted.exactly((unit,), lo) + chain
 
     def _runs(self, items: tuple, kind: str) -> list:
         """``items`` with each maximal run of placeholder-free items joined into one node
