@@ -4,6 +4,9 @@ Every error names the problem and says what to do about it. All of them derive
 from :class:`ConstraintError` (a ``ValueError``), so one ``except`` catches them.
 """
 
+import contextlib
+import sys
+
 
 class ConstraintError(ValueError):
     """Base class of every error hf_constrained raises for bad input."""
@@ -61,3 +64,24 @@ class SchemaError(ConstraintError):
     ``cannot honour keyword 'pattern' at /properties/tags/pattern: ...``
     followed by a hint on what to do.
     """
+
+
+@contextlib.contextmanager
+def nested_too_deeply(error: type, what: str):
+    """Raise ``error`` (a :class:`ConstraintError` class) naming ``what`` in place of a
+    ``RecursionError`` from reading it: the readers and converters recurse on the input's
+    nesting, so input nested hundreds of levels deep reaches Python's recursion limit.
+
+    >>> with nested_too_deeply(SchemaError, "the schema"):
+    ...     def down(n): return down(n + 1)
+    ...     down(0)
+    Traceback (most recent call last):
+    ...
+    hf_constrained.errors.SchemaError: the schema is nested too deeply: reading it reached Python's recursion limit (...); nest it less deeply (move deep parts into rules or definitions), or raise the limit with sys.setrecursionlimit()
+    """
+    try:
+        yield
+    except RecursionError:
+        raise error(f"{what} is nested too deeply: reading it reached Python's recursion limit "
+                    f"({sys.getrecursionlimit()}); nest it less deeply (move deep parts into rules or "
+                    "definitions), or raise the limit with sys.setrecursionlimit()") from None

@@ -217,3 +217,16 @@ def test_gbnf_grammars_are_read_without_importing_lark():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "False"]
+
+
+@pytest.mark.parametrize("syntax", ["gbnf", "lark"])
+def test_grammar_nested_too_deeply_is_a_grammar_error(syntax):
+    """Grammar text nested past what the readers' recursion allows is refused with a
+    GrammarError that says so (a bare RecursionError before), and moderate nesting reads."""
+    from hf_constrained.grammar.constraint import load_grammar
+
+    def text(depth):
+        return ("root ::= " if syntax == "gbnf" else "start: ") + "(" * depth + '"a"' + ")" * depth
+    assert load_grammar(text(100), syntax=syntax, cache_dir=False)
+    with pytest.raises(GrammarError, match=f"the {syntax} grammar is nested too deeply.*sys.setrecursionlimit"):
+        load_grammar(text(3 * sys.getrecursionlimit()), syntax=syntax, cache_dir=False)

@@ -20,6 +20,7 @@ import itertools
 import json
 import random
 import re
+import sys
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -906,6 +907,29 @@ def test_recursive_schema_depth(depth):
     assert not matches(regex, {"value": 0, "children": [nested]})
     rng = random.Random(0)
     assert max(_depth(json.loads(random_match(regex, rng))) for _ in range(200)) <= depth
+
+
+def test_schema_nested_too_deeply_is_a_schema_error():
+    """A schema nested past what the converter's recursion allows is refused with a
+    SchemaError that says so, on the regex and the grammar routes (a bare RecursionError
+    before); 100 levels convert."""
+    from hf_constrained.json_schema.recursive import schema_to_grammar
+
+    def nested(depth):
+        s = {"type": "integer"}
+        for _ in range(depth):
+            s = {"type": "array", "items": s}
+        return s
+    value = 1
+    for _ in range(100):
+        value = [value]
+    import regex   # (a large schema's regex shares definitions: (?(DEFINE)...) syntax)
+    assert regex.fullmatch(schema_to_regex(nested(100), whitespace=""), json.dumps(value, separators=(",", ":")))
+    assert schema_to_grammar(nested(100)).rules
+    deep = nested(3 * sys.getrecursionlimit())
+    for convert in (schema_to_regex, schema_to_grammar):
+        with pytest.raises(SchemaError, match="the schema is nested too deeply.*sys.setrecursionlimit"):
+            convert(deep)
 
 
 def test_recursion_refusals_and_refs():

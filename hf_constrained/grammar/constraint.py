@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import cache as disk
 from ..constraint import Constraint
-from ..errors import UnsupportedTokenizerError
+from ..errors import UnsupportedTokenizerError, nested_too_deeply
 from ..index import TokenIndex, harvest_levels
 from ..vocabulary import Vocabulary
 from .cfg import CFG, GrammarError, from_lark
@@ -68,7 +68,8 @@ def load_grammar(text, syntax: str = "lark", start: str = "start", cache_dir=Non
     if not isinstance(text, str):
         raise TypeError(f"a grammar must be {syntax} text (a str), not {type(text).__name__}")
     folder = disk.resolve_cache_dir(cache_dir)
-    return _read(text, syntax, start, str(folder) if folder is not None else None)
+    with nested_too_deeply(GrammarError, f"the {syntax} grammar"):
+        return _read(text, syntax, start, str(folder) if folder is not None else None)
 
 
 #: mixed into the disk-cache keys of read grammars and grammar states: bump it when

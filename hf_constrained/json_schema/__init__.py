@@ -192,7 +192,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from .._gc import gc_paused
-from ..errors import SchemaError
+from ..errors import SchemaError, nested_too_deeply
 from ..regex_parser import parse as parse_regex
 # the submodules, and the names that tests, recursive.py and the examples below import from here
 from . import (charsets, containers, converter, keys, limits, logic, memo, patterns, ranges, regex_text,
@@ -296,7 +296,8 @@ def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
     >>> bool(regex.fullmatch(big, '{"a":[{"x":1}],"b":[]}'))
     True
     """
-    return _schema_regex(_load(schema), whitespace, max_recursion_depth, strict, shared, _Converter)
+    with nested_too_deeply(SchemaError, "the schema"):
+        return _schema_regex(_load(schema), whitespace, max_recursion_depth, strict, shared, _Converter)
 
 
 def _schema_regex(root: Any, whitespace: Optional[str], max_recursion_depth: int, strict: bool,

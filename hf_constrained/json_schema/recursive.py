@@ -54,7 +54,7 @@ import re
 from typing import Any, NamedTuple, Optional
 
 from .._gc import gc_paused
-from ..errors import SchemaError
+from ..errors import SchemaError, nested_too_deeply
 from ..grammar.cfg import CFG, Counted, productive_nonterminals
 from ..regex_parser import parse as parse_regex
 from . import schema_to_regex
@@ -251,6 +251,11 @@ def schema_rules(schema: Any, *, whitespace: Optional[str] = None, strict: bool 
     >>> r.recursive, r.rules[""] == schema_to_regex({"type": "integer", "maximum": 9})
     (False, True)
     """
+    with nested_too_deeply(SchemaError, "the schema"):
+        return _schema_rules(schema, whitespace, strict)
+
+
+def _schema_rules(schema: Any, whitespace: Optional[str], strict: bool) -> SchemaRules:
     root = _load(schema)
     m = _reserved_code_point(root)
     if m:
@@ -473,7 +478,8 @@ def schema_to_grammar(schema: Any, *, whitespace: Optional[str] = None, strict: 
     >>> len(g.rules) > 1, g.patterns[:1]
     (True, ['\\\\['])
     """
-    return rules_to_cfg(schema_rules(schema, whitespace=whitespace, strict=strict))
+    with nested_too_deeply(SchemaError, "the schema"):
+        return rules_to_cfg(schema_rules(schema, whitespace=whitespace, strict=strict))
 
 
 # ---------------------------------------------------------------- JSONProcessor(max_recursion_depth=None)
