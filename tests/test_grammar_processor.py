@@ -142,6 +142,9 @@ def test_configuration_limits_raise(deepseek):
         # (regular=False: read as one regular rule, A | B would be a single lexeme)
         GrammarProcessor(from_lark('start: A | B\nA: "ab"\nB: "ac"', regular=False), deepseek, max_threads=1)
     GrammarProcessor('start: A | B\nA: "ab"\nB: "ac"', deepseek, max_threads=2)
+    many = from_lark("start: " + " | ".join(f'"w{i}"' for i in range(30)), regular=False)
+    with pytest.raises(GrammarLimitError, match="max_threads=20 .*literal alternatives"):
+        GrammarProcessor(many, deepseek, max_threads=20)   # 30 literals possible at the start
 
 
 def test_beams_share_interned_configurations(deepseek, deepseek_model):

@@ -164,7 +164,9 @@ class ConfigAutomaton(CellFilling):
             raise GrammarLimitError(
                 f"a configuration holds {len(threads)} lexemes in progress, more than "
                 f"max_threads={self.max_threads} (terminals that can split the same text in many "
-                "ways, e.g. NAME NAME with nothing between); make the lexing less ambiguous or raise max_threads")
+                "ways, e.g. NAME NAME with nothing between, or thousands of terminals possible at one "
+                "position, e.g. a rule of that many literal alternatives); make the lexing less "
+                "ambiguous, write a long list of literals as one terminal regex, or raise max_threads")
         if cid >= len(self.table):
             grow = len(self.table)
             self.table = np.concatenate([self.table, np.full((grow, self.n_classes), -1, np.int32)])

@@ -257,8 +257,10 @@ class Parser(NodeCache):
                 if len(items) + n_bulk > self.max_items:
                     raise GrammarLimitError(
                         f"a parser configuration holds more than max_items={self.max_items} Earley items "
-                        "(a highly ambiguous grammar whose open parses multiply with the text length); "
-                        "make the grammar less ambiguous or raise max_items")
+                        "(a highly ambiguous grammar whose open parses multiply with the text length, or "
+                        "rules with tens of thousands of alternatives open at one position); make the "
+                        "grammar less ambiguous, write a long list of literals as one terminal regex, or "
+                        "raise max_items")
         # completed items have done their work (their completions are in the set):
         # the future depends only on the open items and on acceptance
         explicit = frozenset(it for it in items if it[1] < len(rhs_of[it[0]]))
