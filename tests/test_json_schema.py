@@ -909,6 +909,45 @@ def test_recursive_schema_depth(depth):
     assert max(_depth(json.loads(random_match(regex, rng))) for _ in range(200)) <= depth
 
 
+@pytest.mark.parametrize("flat, chunk", [(150, 64), (3, 2), (4, 3), (2, 2)])
+def test_object_members_joined_in_chunks_keep_their_language(monkeypatch, flat, chunk):
+    """Past ``JOIN_FLAT`` members, ``_join_members`` joins chunks of members like members:
+    with the thresholds lowered, every ordered selection of up to 9 members (random required
+    ones) matches iff it is non-empty and holds every required member, no other order matches,
+    and the empty flag is right."""
+    from hf_constrained.json_schema import keys
+    monkeypatch.setattr(keys, "JOIN_FLAT", flat)
+    monkeypatch.setattr(keys, "JOIN_CHUNK", chunk)
+    rng = random.Random(flat * 10 + chunk)
+    for n in range(1, 10):
+        for _ in range(3):
+            req = [rng.random() < 0.25 for _ in range(n)]
+            regex, empty_ok = keys._join_members([(f"m{i}", r) for i, r in enumerate(req)], ",")
+            compiled = re.compile(regex)
+            assert empty_ok == (not any(req))
+            for mask in range(1 << n):
+                picked = [i for i in range(n) if mask >> i & 1]
+                want = bool(picked) and all(i in picked for i in range(n) if req[i])
+                text = ",".join(f"m{i}" for i in picked)
+                assert bool(compiled.fullmatch(text)) == want, (n, req, text)
+                if len(picked) > 1:
+                    swapped = picked[:]
+                    swapped[0], swapped[1] = swapped[1], swapped[0]
+                    assert not compiled.fullmatch(",".join(f"m{i}" for i in swapped))
+
+
+def test_objects_with_hundreds_of_optional_properties_convert():
+    """Joining members nested one group per member, so an object of ~200 optional properties
+    was refused ("invalid regex ... too deeply nested"); chunks keep the nesting bounded."""
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(1000)},
+              "required": ["p5", "p700"], "additionalProperties": False}
+    rx = schema_to_regex(schema, whitespace="")
+    for doc in ({"p5": 1, "p700": 2}, {"p0": 0, "p5": 1, "p64": 3, "p700": 2, "p999": 9}):
+        assert re.fullmatch(rx, json.dumps(doc, separators=(",", ":")))
+    for doc in ({"p5": 1}, {"p700": 2, "p5": 1}, {"p5": 1, "p700": 2, "p1000": 0}):
+        assert not re.fullmatch(rx, json.dumps(doc, separators=(",", ":")))
+
+
 def test_schema_nested_too_deeply_is_a_schema_error():
     """A schema nested past what the converter's recursion allows is refused with a
     SchemaError that says so, on the regex and the grammar routes (a bare RecursionError

@@ -14,6 +14,12 @@ from .tokens import STRING
 _PLAIN_ASCII = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E))
 
 
+#: an object with more members than this joins them in chunks (:func:`_join_members`)
+JOIN_FLAT = 150
+#: members (or chunks) per chunk
+JOIN_CHUNK = 64
+
+
 def _join_members(members: list, sep: str) -> tuple[Optional[str], bool]:
     """Comma-joined, order-preserving selections of ``members``.
 
@@ -24,10 +30,20 @@ def _join_members(members: list, sep: str) -> tuple[Optional[str], bool]:
     optional member ``P`` gives ``(?:H(?:,P)?|P)`` and a required one
     ``(?:H,)?P`` (``H(?:,P)?`` / ``H,P`` once a required member was seen).
 
+    That nests one group per member, and the regex parser refuses more than 200 nested
+    groups, so past :data:`JOIN_FLAT` members they are joined in chunks of
+    :data:`JOIN_CHUNK`, and the chunks' selections are joined the same way as members
+    (required when the chunk's own selection cannot be empty): a selection of members is
+    the selections within each chunk, with a separator between non-empty ones. Nesting is
+    then about ``JOIN_CHUNK`` per level of chunks, and the size at most doubles per level.
+
     >>> import re; r, e = _join_members([("a", False), ("b", True), ("c", False)], ",")
     >>> [s for s in ["a", "b", "c", "a,b", "b,c", "a,b,c", "a,c", "b,a"] if re.fullmatch(r, s)], e
     (['b', 'a,b', 'b,c', 'a,b,c'], False)
     """
+    if len(members) > JOIN_FLAT:
+        chunks = [_join_members(members[i:i + JOIN_CHUNK], sep) for i in range(0, len(members), JOIN_CHUNK)]
+        return _join_members([(regex, not empty_ok) for regex, empty_ok in chunks], sep)
     joined: Optional[str] = None
     seen_required = False
     for member, required in members:
