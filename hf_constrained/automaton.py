@@ -145,8 +145,9 @@ class LazyDFA:
             if pid >= self.max_nfa_states:
                 raise StateLimitError(
                     f"the automaton needs more than max_nfa_states={self.max_nfa_states} pattern "
-                    "positions (nested counted repetitions such as (a{0,1000}){0,1000} track many "
-                    "counter combinations at once); simplify the pattern or raise max_nfa_states"
+                    "positions (a very long pattern, e.g. hundreds of thousands of choices, or nested "
+                    "counted repetitions such as (a{0,1000}){0,1000}, which track many counter "
+                    "combinations at once); simplify the pattern or raise max_nfa_states"
                 )
             self._pos_ids[key] = pid
             self._pos_keys.append(key)
