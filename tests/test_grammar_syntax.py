@@ -230,3 +230,14 @@ def test_grammar_nested_too_deeply_is_a_grammar_error(syntax):
     assert load_grammar(text(100), syntax=syntax, cache_dir=False)
     with pytest.raises(GrammarError, match=f"the {syntax} grammar is nested too deeply.*sys.setrecursionlimit"):
         load_grammar(text(3 * sys.getrecursionlimit()), syntax=syntax, cache_dir=False)
+
+
+def test_lark_import_of_an_unbundled_grammar_is_a_grammar_error(tmp_path, monkeypatch):
+    """``%import foo.X`` escaped as FileNotFoundError (or Lark's AssertionError when foo.lark
+    sat in the working directory, where Lark does not look); bundled grammars still import."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mylib.lark").write_text("WORD: /[a-z]+/\n")
+    for module in ("foo", "mylib"):
+        with pytest.raises(GrammarError, match="not one of Lark's bundled grammars"):
+            from_lark(f'%import {module}.WORD\nstart: WORD "!"')
+    assert from_lark('%import common.WORD\nstart: WORD "!"').patterns

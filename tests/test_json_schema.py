@@ -948,6 +948,28 @@ def test_objects_with_hundreds_of_optional_properties_convert():
         assert not re.fullmatch(rx, json.dumps(doc, separators=(",", ":")))
 
 
+@pytest.mark.parametrize("schema, pointer", [
+    ({"const": float("nan")}, "/const"),
+    ({"enum": ["a", float("inf")]}, "/enum/1"),
+    ({"type": "number", "maximum": float("inf")}, "/maximum"),
+    ('{"properties": {"a/b": {"minimum": -Infinity}}}', "/properties/a~1b/minimum"),
+])
+def test_non_finite_numbers_are_refused_with_their_pointer(schema, pointer):
+    """NaN and Infinity are not JSON: ``const: NaN`` became the regex ``NaN`` (a document no
+    JSON parser reads), ``maximum: inf`` an OverflowError. Both routes refuse them by pointer."""
+    from hf_constrained.json_schema.recursive import schema_to_grammar
+    for convert in (schema_to_regex, schema_to_grammar):
+        with pytest.raises(SchemaError, match=f"schema at {re.escape(pointer)}: .* is not a JSON number"):
+            convert(schema)
+
+
+def test_a_schema_that_contains_itself_is_refused():
+    schema = {"type": "object"}
+    schema["properties"] = {"x": schema}
+    with pytest.raises(SchemaError, match="contains itself.*\\$ref"):
+        schema_to_regex(schema)
+
+
 def test_schema_nested_too_deeply_is_a_schema_error():
     """A schema nested past what the converter's recursion allows is refused with a
     SchemaError that says so, on the regex and the grammar routes (a bare RecursionError

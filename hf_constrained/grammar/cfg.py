@@ -320,6 +320,11 @@ def from_lark(text: str, start: str = "start", regular: bool = True) -> CFG:
         if "used but not defined" in msg:
             raise GrammarError(f"undefined rule or terminal: {msg}", line, col) from e
         raise GrammarError(f"grammar error{where}: {msg}", line, col) from e
+    except (OSError, AssertionError) as e:   # Lark's import of a grammar file it did not find
+        detail = getattr(e, "filename", None) or str(e)
+        raise GrammarError(f"%import of a grammar that is not one of Lark's bundled grammars (common, "
+                           f"unicode, python, lark) is not supported ({detail}); paste the rules it "
+                           "should bring into the grammar text") from None
     if not any(r.origin.name == start for r in lark_rules):
         raise GrammarError(f"the grammar has no start rule {start!r}: define '{start}: ...' "
                            "(or pass start= the name of the top rule)")

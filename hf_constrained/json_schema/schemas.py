@@ -182,17 +182,62 @@ def _walk(schema: Any, pointer: str = "") -> Iterator[tuple[Any, str]]:
 def _load(schema: Any) -> Any:
     """Accept a dict / bool, a JSON string, or a pydantic model class."""
     if isinstance(schema, (dict, bool)):
-        return schema
+        return _json_numbers_checked(schema)
     if isinstance(schema, (str, bytes)):
         try:
-            return json.loads(schema)
+            return _json_numbers_checked(json.loads(schema))
         except ValueError as exc:
+            if isinstance(exc, SchemaError):
+                raise
             raise SchemaError(f"schema string is not valid JSON: {exc}") from None
     method = getattr(schema, "model_json_schema", None)
     if callable(method):
-        return method()
+        return _json_numbers_checked(method())
     raise TypeError("schema must be a dict, a bool, a JSON string or a "
                     f"pydantic model class, not {type(schema).__name__}")
+
+
+def _json_numbers_checked(root: Any) -> Any:
+    """``root``, refused when it holds a float JSON cannot write (NaN, Infinity: Python's
+    ``json.loads`` reads them, and a dict may hold them) or contains itself. A ``const: NaN``
+    became the regex ``NaN``, whose text no JSON parser reads back, and ``maximum: inf``
+    an OverflowError. The check is ``json.dumps`` (C; ~20 µs for a median corpus schema);
+    only a refusal walks the schema for the pointer.
+
+    >>> _json_numbers_checked({"enum": [1, float("inf")]})
+    Traceback (most recent call last):
+    ...
+    hf_constrained.errors.SchemaError: schema at /enum/1: inf is not a JSON number (JSON has no NaN or Infinity); use a finite number, or leave the keyword out
+    """
+    try:
+        json.dumps(root, allow_nan=False)
+    except TypeError:
+        pass      # not JSON data (a set, an object): the converter names what it cannot read
+    except ValueError as exc:
+        found = _non_finite(root, "", set())
+        if found is None:
+            raise SchemaError(f"schema at /: {exc} (a dict or list that contains itself); "
+                              "a schema must be a tree, use $ref for a shared part") from None
+        pointer, value = found
+        raise SchemaError(f"schema at {pointer or '/'}: {value!r} is not a JSON number (JSON has no "
+                          "NaN or Infinity); use a finite number, or leave the keyword out") from None
+    return root
+
+
+def _non_finite(node: Any, pointer: str, seen: set):
+    """``(pointer, value)`` of the first NaN or infinite float in ``node``, else None."""
+    if isinstance(node, float):
+        return None if node == node and node not in (float("inf"), float("-inf")) else (pointer, node)
+    if isinstance(node, (dict, list)):
+        if id(node) in seen:
+            return None
+        seen.add(id(node))
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for k, v in items:
+            got = _non_finite(v, f"{pointer}/{str(k).replace('~', '~0').replace('/', '~1')}", seen)
+            if got is not None:
+                return got
+    return None
 
 
 # ---------------------------------------------------------------------------
