@@ -618,4 +618,26 @@ def make_masks(layout: str, constraint, width: int, device) -> MaskLayout:
     if cls is None:
         raise ValueError(f"mask_layout must be 'packed' or 'sparse' (or None for the device's "
                          f"default), not {layout!r}")
+    vocab = getattr(constraint, "vocab", None)
+    if vocab is not None:
+        _check_width(vocab, int(width))
     return cls(constraint, width, device)
+
+
+def _check_width(vocab, width: int) -> None:
+    """Refuse logits narrower than the ids that spell text: the masks would then be cut to a
+    vocabulary the model does not have (a tokenizer for another model; tokens added to the
+    tokenizer but not to the model), and a row whose allowed tokens all lie beyond the width
+    would be left with none. Narrower by special tokens only (a pad token added to the
+    tokenizer) is fine: those are never allowed."""
+    last = getattr(vocab, "_last_text_id", None)
+    if last is None:
+        text_ids = np.flatnonzero(vocab.tok_len)
+        last = vocab._last_text_id = int(text_ids[-1]) if len(text_ids) else -1
+    if width <= last:
+        from .errors import GenerationConflictError
+        raise GenerationConflictError(
+            f"the scores have {width} columns (the model's vocabulary), but the tokenizer spells "
+            f"text with ids up to {last} ({vocab.size} ids): the masks would not fit this model. "
+            "Use the model's own tokenizer; after adding tokens to it, call "
+            "model.resize_token_embeddings(len(tokenizer))")

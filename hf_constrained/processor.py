@@ -140,6 +140,11 @@ class ConstrainedProcessor(LogitsProcessor):
 
     # ------------------------------------------------------------ call
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if input_ids.dim() != 2 or scores.dim() != 2 or len(input_ids) != len(scores):
+            raise GenerationConflictError(
+                f"a logits processor is called with input_ids (rows, length) and scores (rows, "
+                f"vocabulary), not shapes {tuple(input_ids.shape)} and {tuple(scores.shape)}; "
+                "add the batch dimension (e.g. input_ids[None], scores[None])")
         config = hf_internals._find_generation_config()
         if hf_internals.LEGACY_BEAM_SAMPLING and (config is None or (
                 getattr(config, "do_sample", False) and (getattr(config, "num_beams", 1) or 1) > 1)):

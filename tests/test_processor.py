@@ -406,3 +406,27 @@ def test_precompute_limits(deepseek):
     assert proc.precompute(max_states=5) is False
     assert live_masks(proc) <= 6
     assert proc.precompute(max_seconds=0) is False
+
+
+def test_scores_narrower_than_the_text_ids_are_refused(local_tok, deepseek):
+    """Logits narrower than the ids that spell text (a tokenizer of another model) were
+    masked silently to the narrower width; now the error names both counts. Wider logits
+    (padded embedding rows) and logits narrower by special tokens only work."""
+    proc = RegexProcessor(r"(yes|no)", local_tok, cache_dir=False)
+    ids = torch.tensor([[1, 2]])
+    with pytest.raises(GenerationConflictError, match=r"the scores have 100 columns .* ids up to \d+ .*resize_token_embeddings"):
+        proc(ids, torch.zeros(1, 100))
+    for tok in (local_tok, deepseek):
+        text_ids = np.flatnonzero(RegexProcessor(r"(yes|no)", tok, cache_dir=False).vocab.tok_len)
+        for width in (int(text_ids[-1]) + 1, len(tok), len(tok) + 64):
+            out = RegexProcessor(r"(yes|no)", tok, cache_dir=False)(ids, torch.zeros(1, width))
+            assert out.shape == (1, width) and torch.isfinite(out).any()
+    assert int(text_ids[-1]) + 1 < len(deepseek)   # DeepSeek's special tokens come last
+
+
+def test_called_with_wrong_shapes(local_tok):
+    proc = RegexProcessor(r"(yes|no)", local_tok, cache_dir=False)
+    for ids, scores in ((torch.tensor([1, 2]), torch.zeros(len(local_tok))),
+                        (torch.tensor([[1, 2]]), torch.zeros(2, len(local_tok)))):
+        with pytest.raises(GenerationConflictError, match="input_ids \\(rows, length\\) and scores"):
+            proc(ids, scores)
