@@ -204,6 +204,7 @@ def _json_numbers_checked(root: Any) -> Any:
     an OverflowError. The check is ``json.dumps`` (C; ~20 µs for a median corpus schema);
     only a refusal walks the schema for the pointer.
 
+    >>> from hf_constrained.json_schema.schemas import _json_numbers_checked
     >>> _json_numbers_checked({"enum": [1, float("inf")]})
     Traceback (most recent call last):
     ...
