@@ -153,11 +153,16 @@ class ChoiceProcessor(_ParsingProcessor):
     """
 
     def __init__(self, choices_or_per_prompt_choices, tokenizer, **kwargs):
+        if isinstance(choices_or_per_prompt_choices, (str, bytes)):   # list("abc") is a, b, c
+            raise TypeError(f"choices must be a list of strings, not one string: pass "
+                            f"[{choices_or_per_prompt_choices!r}] for that single choice")
         choices = list(choices_or_per_prompt_choices)
         if not choices:
             raise ValueError("ChoiceProcessor needs at least one choice")
         per_prompt = all(isinstance(c, (list, tuple)) for c in choices)
         if not per_prompt and not all(isinstance(c, str) for c in choices):
+            raise TypeError("choices must be a list of strings or a list of lists of strings")
+        if per_prompt and not all(isinstance(x, str) for c in choices for x in c):
             raise TypeError("choices must be a list of strings or a list of lists of strings")
         self.choices = [list(c) for c in choices] if per_prompt else [choices]
         regexes = [choice_regex(c) for c in self.choices]

@@ -100,3 +100,13 @@ def test_schema_regex_is_a_regex_for_the_processor():
     r = schema_to_regex(POINT)
     assert re.fullmatch(r, '{"x":-5,"y":"up"}')
     assert not re.fullmatch(r, '{"x":6,"y":"up"}')
+
+
+def test_choices_must_be_lists_of_strings(local_tok):
+    """A single string was read as its characters (``ChoiceProcessor("abc")`` allowed a, b
+    or c); it and per-prompt lists holding non-strings are refused."""
+    with pytest.raises(TypeError, match=r"not one string: pass \['abc'\]"):
+        ChoiceProcessor("abc", local_tok, cache_dir=False)
+    with pytest.raises(TypeError, match="list of strings"):
+        ChoiceProcessor([["a", 1]], local_tok, cache_dir=False)
+    assert ChoiceProcessor(["abc"], local_tok, cache_dir=False).choices == [["abc"]]
