@@ -440,7 +440,7 @@ def test_corpus_deep_tree():
 
 
 @pytest.mark.parametrize("linear", [None, 1])
-@pytest.mark.parametrize("lo, hi", [(2, 3), (2, None), (0, 2), (3, 9), (40, 43), (0, 10 ** 7)])
+@pytest.mark.parametrize("lo, hi", [(2, 3), (2, None), (0, 2), (3, 9), (40, 43), (0, 10 ** 7), (41, None)])
 def test_counted_repetition_around_recursion(lo, hi, linear, monkeypatch):
     """minItems/maxItems on a recursive array become counted repetitions around the rule
     reference: exactly the allowed lengths are accepted, at every depth, with copies and
@@ -470,6 +470,21 @@ def test_counted_repetition_around_recursion(lo, hi, linear, monkeypatch):
             valid = jsonschema.Draft202012Validator(schema).is_valid(doc)
             q = c.state_of_text(compact(doc))
             assert (q > 0 and bool(c.accepting([q])[0])) == valid, (lo, hi, depth, n, compact(doc))
+
+
+def test_huge_min_items_without_max_takes_few_rules():
+    """minItems: 10000000 with no maxItems wrote the ten million required copies into one
+    rule; now the required copies are counted in O(log) rules.  Short arrays stay live
+    prefixes that are not accepted."""
+    schema = {"type": "array", "items": {"anyOf": [{"type": "null"}, {"$ref": "#"}]}, "minItems": 10 ** 7}
+    rules = schema_to_grammar(schema).rules
+    assert len(rules) < 200 and sum(len(rhs) for _, rhs in rules) < 1000
+    c = byte_constraint(schema)
+    for n in (1, 3, 40):
+        q = c.state_of_text(compact([None] * n)[:-1])      # open: more items may follow
+        assert q > 0
+        closed = c.state_of_text(compact([None] * n))      # too short to close
+        assert closed <= 0 or not bool(c.accepting([closed])[0])
 
 
 def test_module_doctests():

@@ -400,11 +400,11 @@ class _Builder:
         else:
             unit = self.fresh()
             self.rules.append((unit, s))
+        counted = Counted(self._rule_of)
         if hi is None:
             tail = self.fresh()                     # tail: ε | tail unit (left-recursive list)
             self.rules += [(tail, ()), (tail, (tail, unit))]
-            return (unit,) * lo + (tail,)
-        counted = Counted(self._rule_of)
+            return counted.exactly((unit,), lo) + (tail,)
         if not counted.inline(hi - lo):             # O(log) rules for a large count
             return counted.exactly((unit,), lo) + counted.up_to((unit,), hi - lo)
         chain: tuple = ()
