@@ -228,14 +228,30 @@ class ConstrainedProcessor(LogitsProcessor):
             # configuration do we pay for a second synchronisation.
             dead = torch.isneginf(out).all(-1)
             if bool(dead.any()):
-                row = int(dead.nonzero()[0, 0])
-                settings = ", ".join(run.banning)
-                raise GenerationConflictError(
-                    f"at generated token {length - run.prompt_len}, row {row} has every token the "
-                    f"pattern allows banned by another generate() setting ({settings}); e.g. min_new_tokens "
-                    "longer than the match, or bad_words_ids / no_repeat_ngram_size banning the only "
-                    "continuations. Remove or relax that setting.")
+                self._revive_finished(run, out, states, dead.nonzero()[:, 0].tolist(), length)
         return out
+
+    def _revive_finished(self, run, out: torch.Tensor, states: np.ndarray, rows: list, length: int) -> None:
+        """Rows left with every score ``-inf`` by the processors before us (the rare path).
+
+        A finished row (EOS emitted) is padded: with ``pad_token = eos_token`` and
+        ``no_repeat_ngram_size=2``, the bigram (EOS, EOS) is banned once a row has finished,
+        and sampling would then draw from a row of NaNs. transformers replaces a finished
+        row's token by the pad token whatever is drawn, so such a row gets a finite score
+        back at the pad column (EOS if there is no pad). A live row left with nothing is a
+        real conflict with that setting: an error naming it.
+        """
+        live = [r for r in rows if states[r] > 0]
+        if live:
+            row = live[0]
+            settings = ", ".join(run.banning)
+            raise GenerationConflictError(
+                f"at generated token {length - run.prompt_len}, row {row} has every token the "
+                f"pattern allows banned by another generate() setting ({settings}); e.g. min_new_tokens "
+                "longer than the match, or bad_words_ids / no_repeat_ngram_size banning the only "
+                "continuations. Remove or relax that setting.")
+        fill = self.pad_token_id if self.pad_token_id is not None else self.eos_token_ids[0]
+        out[rows, fill] = 0.0
 
     # ------------------------------------------------------------ inspection
     @property

@@ -258,6 +258,25 @@ def test_bad_words_banning_everything_allowed(deepseek, deepseek_model):
                                 bad_words_ids=digits, max_new_tokens=5)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_finished_rows_keep_a_score_under_no_repeat_ngram(local_tok, seed):
+    """pad_token = eos_token with no_repeat_ngram_size=2: once a sample has finished, its
+    (EOS, EOS) bigram is banned, which left the finished row all -inf and raised a
+    GenerationConflictError naming it (or, unchecked, NaNs in sampling). Finished rows get
+    a finite pad score back; the live rows' conflict check stays."""
+    from transformers import PreTrainedTokenizerFast
+    tok = PreTrainedTokenizerFast(tokenizer_object=local_tok.backend_tokenizer, eos_token="<|endoftext|>",
+                                  pad_token="<|endoftext|>", padding_side="left")
+    model = tiny_model(tok, "llama", seed=seed)
+    pattern = r"Paris|Rome|(19|20)[0-9]{2}-[0-9]{2}-[0-9]{2}"
+    proc = RegexProcessor(pattern, tok)
+    torch.manual_seed(seed)
+    out = model.generate(**batch(tok, ["Answer:", "Q"]), logits_processor=[proc], do_sample=True,
+                         num_return_sequences=6, no_repeat_ngram_size=2, max_new_tokens=20)
+    rows = assert_valid(proc, out, pattern)
+    assert sum(finished for _, finished in rows) >= 2, rows   # some rows finished early
+
+
 def test_pattern_list_length_mismatch_names_both_numbers(deepseek, deepseek_model):
     proc = RegexProcessor([DATE, EMAIL], deepseek)
     with pytest.raises(GenerationConflictError, match=r"2 patterns.*3 prompts"):
