@@ -195,8 +195,9 @@ class Record(_LazyRowHash):
             return bool(torch.equal(head, self.prompt_ids))
         if self.prompt_ids.shape[0] % n:
             return False
-        firsts = self.prompt_ids.view(n, -1, p)[:, :1]  # beam search returns fewer rows
-        return bool((head.view(n, -1, p) == firsts).all())
+        # beam search returns fewer rows (explicit sizes: p is 0 after inputs_embeds)
+        firsts = self.prompt_ids.view(n, self.prompt_ids.shape[0] // n, p)[:, :1]
+        return bool((head.view(n, rows // n, p) == firsts).all())
 
     def starts_for(self, num_prompts: int):
         """Start state of each of ``num_prompts`` prompts (a tuple), or None when this
@@ -548,6 +549,10 @@ class Calls:
         if not records:
             raise GenerationConflictError("decode() needs a generate() call that used this processor first")
         found = [rec for rec in records if rec.matches(seqs)]
+        if any(rec.prompt_len for rec in found):
+            # a call given inputs_embeds alone has no prompt columns, so it matches any output
+            # of a fitting width: a call whose prompt columns this output holds is the one
+            found = [rec for rec in found if rec.prompt_len]
         if len(found) > 1:  # several calls with these prompts: the one whose rows these are
             exact = [rec for rec in found if rec.identifies(seqs)]
             found = exact or found

@@ -104,3 +104,40 @@ def test_generations_logprobs_are_the_constrained_distribution(local_tok, local_
             # the constrained distribution: banned tokens hold no probability
             allowed = torch.isfinite(out.scores[0][r])
             assert allowed.sum() < len(local_tok) and torch.softmax(out.scores[0][r], -1)[~allowed].sum() == 0
+
+
+@pytest.mark.parametrize("mode", [dict(), dict(do_sample=True, num_return_sequences=3),
+                                  dict(num_beams=2), dict(num_beams=3, num_return_sequences=2),
+                                  dict(num_beams=2, do_sample=True)],
+                         ids=["greedy", "samples", "beam", "beam-2-of-3", "beam-sampling"])
+def test_decode_after_inputs_embeds(local_tok, mode):
+    """generate(inputs_embeds=...) hands the processor no prompt columns: decode() of a
+    beam output (fewer rows than the call ran) crashed in a reshape of 0 columns, and a
+    later input_ids call's output matched the embeds call too (0 prompt columns match
+    anything), so its decode() raised a conflict that num_prompts= could not settle."""
+    import re
+
+    import regex
+
+    from hf_constrained.offline import tiny_model
+
+    local_tok.padding_side = "left"
+    model = tiny_model(local_tok, "llama")
+    pattern = r"(19|20)[0-9]{2}-[0-9]{2}-[0-9]{2}"
+    proc = RegexProcessor(pattern, local_tok)
+    inputs = local_tok(["Date:", "Year"], return_tensors="pt", padding=True)
+    embeds = model.get_input_embeddings()(inputs["input_ids"])
+    torch.manual_seed(0)
+    out = model.generate(inputs_embeds=embeds, attention_mask=inputs["attention_mask"],
+                         logits_processor=[proc], max_new_tokens=16, **mode)
+    texts = proc.decode(out)
+    samples = mode.get("num_return_sequences", 1)
+    grid = texts if samples > 1 else [texts]
+    assert len(grid) == samples and all(len(row) == 2 for row in grid)
+    assert all(re.fullmatch(pattern, t) for row in grid for t in row), texts
+    # a later beam call (rows reordered), short enough to fit the embeds call's length
+    later = model.generate(**inputs, logits_processor=[proc], max_new_tokens=2, num_beams=2)
+    assert later.shape[1] <= out.shape[1] + 1       # what made the embeds call match it
+    assert proc.decode(later, num_prompts=2) == proc.decode(later)
+    assert len(proc.decode(later)) == 2
+    assert all(regex.fullmatch(pattern, t, partial=True) for t in proc.decode(later))
