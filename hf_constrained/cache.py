@@ -5,9 +5,11 @@
   ``$XDG_CACHE_HOME/hf_constrained`` (``~/.cache/hf_constrained``).
 * Format: one numpy ``.npy`` byte array per file, loaded with
   ``allow_pickle=False`` (loading can never run code), holding a JSON header
-  (the format version, the full key, each array's dtype, shape and offset)
-  and the plain numeric arrays' bytes (see :func:`save`). A file that is corrupted,
-  truncated, from another version or for another key is ignored and rebuilt.
+  (the format version, the full key, each array's dtype, shape and offset, and
+  the CRC-32 of the data bytes) and the plain numeric arrays' bytes (see
+  :func:`save`). A file that is corrupted (the checksum is verified before any
+  array is used), truncated, from another version or for another key is ignored
+  and rebuilt.
 * Writes go to a temporary file in the same folder and are renamed into place
   (atomic); an advisory lock file serialises builders across processes so a
   second process waits for the first one's build instead of duplicating it.
@@ -25,11 +27,13 @@ import json
 import math
 import os
 import tempfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 6  # 5: one .npy byte array per file; 6: automaton positions numbered over shared subtrees
+FORMAT_VERSION = 7  # 5: one .npy byte array per file; 6: automaton positions numbered over shared subtrees;
+#                    7: the header holds the CRC-32 of the data bytes
 ENV = "HF_CONSTRAINED_CACHE"
 
 try:  # POSIX advisory locks; elsewhere builds may duplicate but stay correct
@@ -41,18 +45,27 @@ except ImportError:  # pragma: no cover
 def resolve_cache_dir(cache_dir=None) -> Path | None:
     """The cache folder to use, or None when caching is off.
 
-    >>> resolve_cache_dir("/tmp/x"), resolve_cache_dir(False)
-    (PosixPath('/tmp/x'), None)
+    A path names the folder (``~`` expanded); ``None`` or ``True`` the default
+    (``HF_CONSTRAINED_CACHE``, else ``~/.cache/hf_constrained``); ``False`` or an
+    empty string turn caching off, as ``HF_CONSTRAINED_CACHE=""`` or ``=0`` do.
+
+    >>> resolve_cache_dir("/tmp/x"), resolve_cache_dir(False), resolve_cache_dir("")
+    (PosixPath('/tmp/x'), None, None)
     """
     if cache_dir is False:
         return None
     if cache_dir is not None and cache_dir is not True:
-        return Path(cache_dir)
+        if not isinstance(cache_dir, (str, os.PathLike)):
+            raise TypeError(f"cache_dir must be a folder path, True or None (the default folder) or False "
+                            f"(no disk cache), not {type(cache_dir).__name__} {cache_dir!r}")
+        if isinstance(cache_dir, str) and not cache_dir.strip():
+            return None
+        return Path(cache_dir).expanduser()
     env = os.environ.get(ENV)
     if env is not None:
         if env.strip().lower() in ("", "0", "false", "off", "no"):
             return None
-        return Path(env)
+        return Path(env).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "hf_constrained"
 
@@ -83,8 +96,10 @@ def save(path: Path, key: str, arrays: dict) -> bool:
     """Atomically write ``arrays`` under ``key``. Returns False if the disk refused.
 
     The file is one ``.npy`` byte array (:func:`np.save`, never pickled): an
-    8-byte length, a JSON header (format, key, and each array's name, dtype,
-    shape and offset), then the arrays' bytes, each aligned. One ``np.load`` of
+    8-byte length, a JSON header (format, key, each array's name, dtype,
+    shape and offset, and ``crc32`` of the data bytes: ~0.2 ms per MB to check,
+    where a flipped byte in a stored mask would otherwise be trusted), then the
+    arrays' bytes, each aligned. One ``np.load`` of
     one array reads it back, where an ``.npz`` costs a zip member per array
     (about 60 µs each: what made a warm disk-cache start slower than a cold one).
 
@@ -105,14 +120,17 @@ def save(path: Path, key: str, arrays: dict) -> bool:
         table.append([name, a.dtype.str, list(a.shape), at])
         parts.append((at, a))
         at += a.nbytes
-    header = json.dumps({"format": FORMAT_VERSION, "key": key, "arrays": table}).encode()
+    data = np.zeros(at, dtype=np.uint8)
+    for off, a in parts:
+        data[off: off + a.nbytes] = a.reshape(-1).view(np.uint8)
+    header = json.dumps({"format": FORMAT_VERSION, "key": key, "arrays": table,
+                         "crc32": zlib.crc32(data)}).encode()
     lead = 8 + len(header)
     lead = -(-lead // _ALIGN) * _ALIGN
     blob = np.zeros(lead + at, dtype=np.uint8)
     blob[:8] = np.frombuffer(len(header).to_bytes(8, "little"), dtype=np.uint8)
     blob[8: 8 + len(header)] = np.frombuffer(header, dtype=np.uint8)
-    for off, a in parts:
-        blob[lead + off: lead + off + a.nbytes] = a.reshape(-1).view(np.uint8)
+    blob[lead:] = data
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -147,6 +165,8 @@ def load(path: Path, key: str) -> dict | None:
         if not isinstance(header, dict) or header.get("format") != FORMAT_VERSION or header.get("key") != key:
             return None
         lead = -(-(8 + n) // _ALIGN) * _ALIGN
+        if zlib.crc32(blob[lead:]) != header.get("crc32"):
+            return None  # a changed byte anywhere in the data: never trust a stored mask
         out = {}
         for name, dtype, shape, off in header["arrays"]:
             dtype = np.dtype(dtype)

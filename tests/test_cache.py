@@ -26,6 +26,18 @@ def test_resolve_cache_dir(monkeypatch, tmp_path):
     assert cache.resolve_cache_dir() == tmp_path
     assert cache.resolve_cache_dir(tmp_path / "x") == tmp_path / "x"
     assert cache.resolve_cache_dir(False) is None
+    # an empty path is off, as the empty variable is (it wrote into the current folder);
+    # ~ is the home folder (it made a folder named "~"); a non-path is a clear TypeError
+    assert cache.resolve_cache_dir("") is None and cache.resolve_cache_dir("  ") is None
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.resolve_cache_dir("~/hfc") == tmp_path / "home" / "hfc"
+    monkeypatch.setenv("HF_CONSTRAINED_CACHE", "~/hfc-env")
+    assert cache.resolve_cache_dir() == tmp_path / "home" / "hfc-env"
+    monkeypatch.setenv("HF_CONSTRAINED_CACHE", "")
+    assert cache.resolve_cache_dir() is None
+    for bad in (0, 1, 2.5, ["/tmp"]):
+        with pytest.raises(TypeError, match="cache_dir must be a folder path"):
+            cache.resolve_cache_dir(bad)
     monkeypatch.delenv("HF_CONSTRAINED_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache.resolve_cache_dir() == tmp_path / "xdg" / "hf_constrained"

@@ -4,6 +4,8 @@ writable and aligned; damaged, foreign and old files refused; a file already the
 read without the build lock."""
 
 import io
+import json
+import math
 import os
 
 import numpy as np
@@ -94,6 +96,67 @@ def test_damaged_or_foreign_files_are_refused(tmp_path):
     assert cache.load(path, "k") is None
     path.write_bytes(good)
     assert cache.load(path, "other") is None and cache.load(path, "k")["a"].tolist() == list(range(10))
+
+
+def test_any_changed_data_byte_is_refused(tmp_path):
+    """Each byte of the arrays' data, changed: the header still reads, so only the
+    header's CRC-32 of the data tells (before it, a flipped mask byte was trusted)."""
+    path = tmp_path / "x.npy"
+    cache.save(path, "k", {"a": np.arange(10), "b": np.arange(9, dtype=np.uint8).reshape(3, 3)})
+    good = bytearray(path.read_bytes())
+    data_len = 10 * 8 + 9
+    start = len(good) - data_len         # the data is the file's tail (.npy pads its own header)
+    for i in range(start, len(good)):
+        bad = bytearray(good)
+        bad[i] ^= 0x10
+        path.write_bytes(bytes(bad))
+        assert cache.load(path, "k") is None, i
+    path.write_bytes(bytes(good))
+    assert cache.load(path, "k")["b"].tolist() == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+
+
+@pytest.mark.parametrize("which", ["index", "vocab"])
+def test_flipped_bytes_in_a_cache_file_are_rebuilt(tmp_path, local_tok, which):
+    """A cache file whose data bytes changed (a stored mask row set to all ones, the
+    vocabulary's token bytes overwritten) is rebuilt, never used: the masks equal an
+    uncached build's."""
+    pattern = r"[0-9]{3}"
+    Vocabulary._cache.clear()                          # so that the vocabulary is stored too
+    RegexProcessor(pattern, local_tok, cache_dir=tmp_path)
+    (path,) = tmp_path.glob(f"{which}-*.npy")
+    blob = np.load(path)
+    n = int.from_bytes(blob[:8].tobytes(), "little")
+    header = json.loads(blob[8: 8 + n].tobytes())
+    lead = -(-(8 + n) // 16) * 16
+    arrays = {name: (dtype, shape, off) for name, dtype, shape, off in header["arrays"]}
+    dtype, shape, off = arrays["idx_bits" if which == "index" else "flat"]
+    data = blob[lead + off: lead + off + np.dtype(dtype).itemsize * math.prod(shape)]
+    if which == "index":
+        data[: shape[1]] = 0xFF                        # the first stored mask: every token allowed
+    else:
+        data[(data >= ord("0")) & (data <= ord("9"))] = ord("x")   # token bytes: no digits left
+        for other in tmp_path.glob("index-*.npy"):
+            other.unlink()                             # so that the index is built on the vocabulary
+    np.save(path, blob)
+    Vocabulary._cache.clear()
+    again = RegexProcessor(pattern, local_tok, cache_dir=tmp_path)
+    if which == "index":
+        assert again.index_source == "built"
+    Vocabulary._cache.clear()                          # (the reference reads no file)
+    ref = RegexProcessor(pattern, local_tok, cache_dir=False)
+    c, r = again.constraint, ref.constraint
+    frontier = [(int(c.starts[0]), int(r.starts[0]))]
+    for _ in range(4):                                 # every reachable state, token by token
+        step = []
+        for qa, qr in frontier:
+            ids = r.allowed_ids(qr)
+            assert np.array_equal(c.allowed_ids(qa), ids)
+            text_ids = np.setdiff1d(ids, r.eos_token_ids)
+            if len(text_ids):
+                step += zip(c.advance(np.full(len(text_ids), qa), text_ids).tolist(),
+                            r.advance(np.full(len(text_ids), qr), text_ids).tolist())
+        frontier = sorted(set(step))
+    assert not frontier                                # three digits, then only EOS
 
 
 def test_warm_processor_reads_the_file_without_the_lock(tmp_path, monkeypatch, local_tok):
