@@ -260,6 +260,9 @@ def _patterns_from_args(args, num_prompts: int) -> list:
         schema = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise CLIError(f"{path!r} is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise CLIError(f"{path!r} is nested too deeply for Python's JSON reader (recursion limit "
+                       f"{sys.getrecursionlimit()})") from exc
     try:
         pattern = schema_to_regex(schema)
     except (ValueError, TypeError) as exc:  # SchemaError is a ValueError
@@ -279,6 +282,9 @@ def _read_input(path: str, what: str) -> str:
             return f.read()
     except OSError as exc:
         raise CLIError(f"cannot read the {what} {path!r}: {exc.strerror or _one_line(exc)}") from exc
+    except UnicodeDecodeError as exc:
+        raise CLIError(f"the {what} {path!r} is not UTF-8 text (byte {exc.start}: "
+                       f"{exc.object[exc.start:exc.start + 1]!r}); save it as UTF-8") from exc
 
 
 def _grammar_from_args(args) -> str:
@@ -439,6 +445,9 @@ def _encode_prompts(tok, prompts: list, chat: bool, device):
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     else:
         enc = tok(prompts, return_tensors="pt", padding=True)
+    if enc["input_ids"].shape[1] == 0:
+        raise CLIError("the prompt is empty and this tokenizer adds no start token, so the model "
+                       "would get no input; give a non-empty prompt")
     return {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
 
 
@@ -460,6 +469,14 @@ def _generation_kwargs(args) -> dict:
                        "use --sample or --beams")
     if not sample and any(v is not None for v in (args.temperature, args.top_k, args.top_p)):
         raise CLIError("--temperature/--top-k/--top-p need sampling; add --sample")
+    if args.temperature is not None and not args.temperature > 0:
+        raise CLIError(f"--temperature must be above 0 (got {args.temperature}); for the most likely "
+                       "output use --greedy")
+    if args.top_k is not None and args.top_k < 1:
+        raise CLIError(f"--top-k must be at least 1 (got {args.top_k})")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise CLIError(f"--top-p must be in (0, 1] (got {args.top_p})")
+    _check_seed(args.seed)
     kw = dict(max_new_tokens=args.max_new_tokens, num_return_sequences=n, do_sample=sample)
     if beams > 1:
         kw["num_beams"] = beams
@@ -468,6 +485,11 @@ def _generation_kwargs(args) -> dict:
             if getattr(args, name) is not None:
                 kw[name] = getattr(args, name)
     return kw
+
+
+def _check_seed(seed) -> None:
+    if seed is not None and not 0 <= seed < 2 ** 32:
+        raise CLIError(f"--seed must be between 0 and 2**32 - 1 (got {seed})")
 
 
 def cmd_generate(args) -> int:
@@ -551,6 +573,7 @@ def _table(header: list, rows: list) -> list:
 def cmd_demo(args) -> int:
     if args.num_samples < 1:
         raise CLIError("-n must be at least 1")
+    _check_seed(args.seed)
     _quiet_transformers()
     import torch
 

@@ -161,6 +161,11 @@ def _one_line(err):
     (["generate", "--model", "./no/such/dir", "--regex", "a", "p"], "no such model directory"),
     (["generate", "--model", "M", "--json-schema", "/no/such/schema.json", "p"], "cannot read"),
     (["frobnicate"], "invalid choice"),
+    (["generate", "--model", "M", "--regex", "a", "--seed", "-1", "p"], "--seed must be between"),
+    (["generate", "--model", "M", "--regex", "a", "--sample", "--temperature", "0", "p"], "--temperature must be above 0"),
+    (["generate", "--model", "M", "--regex", "a", "--sample", "--top-k", "-1", "p"], "--top-k must be at least 1"),
+    (["generate", "--model", "M", "--regex", "a", "--sample", "--top-p", "1.5", "p"], "--top-p must be in"),
+    (["demo", "--seed", str(2 ** 32)], "--seed must be between"),
 ])
 def test_usage_errors(run_main, argv, expect):
     code, out, err = run_main(*argv)
@@ -419,3 +424,22 @@ def test_closed_pipe_exits_quietly(runs):
     r = runs.get("closed_pipe")
     assert r.stderr == "", r.stderr
     assert r.returncode == cli.EXIT_BROKEN_PIPE
+
+
+def test_unreadable_inputs_are_one_line(run_main, model_dir, tmp_path):
+    """A schema or grammar file that is not UTF-8, a schema nested past Python's JSON reader,
+    an empty prompt on a tokenizer without a start token: one error line and status 2, where
+    each was an 'unexpected' UnicodeDecodeError, RecursionError or reshape RuntimeError."""
+    schema = tmp_path / "latin1.json"
+    schema.write_bytes(b'\xff{"type": "integer"}')
+    grammar = tmp_path / "latin1.lark"
+    grammar.write_bytes(b'\xff start: "a"\n')
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"items": ' * 1500 + '{"type": "integer"}' + "}" * 1500)
+    for argv, expect in [(["--json-schema", str(schema), "p"], "is not UTF-8 text"),
+                         (["--grammar", str(grammar), "p"], "is not UTF-8 text"),
+                         (["--json-schema", str(deep), "p"], "nested too deeply"),
+                         (["--regex", "a", "--prompt="], "the prompt is empty")]:
+        code, out, err = run_main("generate", "--model", model_dir, "-q", *argv)
+        last = err.strip().splitlines()[-1]           # (after the model's loading bars, for the prompt)
+        assert code == 2 and last.startswith("error: ") and expect in last, (argv, err)
