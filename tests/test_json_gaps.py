@@ -69,6 +69,22 @@ def test_ref_into_unknown_keyword_resolves_like_jsonschema():
     assert matches(regex, {"team": 2, "res": {"kind": "b", "n": 3}})
 
 
+@pytest.mark.parametrize("draft", [None, "http://json-schema.org/draft-04/schema#"])
+def test_ref_target_outside_the_keywords_is_checked_against_the_meta_schema(draft):
+    """The meta-schema never reaches a subschema kept under a keyword of the document's own:
+    an invalid one reached by a $ref ("allOf": null) escaped as a TypeError from the
+    converter (jsonschema itself fails on it with an AttributeError or TypeError)."""
+    for bad, word in [({"type": "string", "allOf": None}, "allOf"), ({"minimum": "x"}, "minimum"),
+                      ({"properties": 1.5}, "properties")]:
+        schema = {"properties": {"t": {"$ref": "#/mine/t"}}, "mine": {"t": bad}}
+        if draft:
+            schema["$schema"] = draft
+        with pytest.raises(SchemaError, match=f"/mine/t/{word}.*read for the \\$ref target /mine/t"):
+            schema_to_regex(schema)
+    ok = {"properties": {"t": {"$ref": "#/mine/t"}}, "mine": {"t": {"type": "integer"}}, "required": ["t"]}
+    assert matches(check_samples(ok, whitespace=""), {"t": 3})
+
+
 def test_ref_into_definition_subkeyword_and_escapes():
     schema = {"definitions": {"acts": {"type": "object", "one/commit": {"type": "boolean"}}},
               "properties": {"x": {"$ref": "#/definitions/acts/one~1commit"}},

@@ -186,12 +186,14 @@ def _jsonschema():
     return jsonschema
 
 
-def check_metaschema(schema: Any) -> None:
+def check_metaschema(schema: Any, draft: Optional[str] = None, at: str = "") -> None:
     """Raise :class:`SchemaError` if ``schema`` is invalid for its draft
-    (lenient: for every draft)."""
+    (lenient: for every draft). ``draft`` and ``at``: a subschema at pointer ``at``
+    of a document of that draft (a ``$ref`` target the meta-schema does not reach)."""
     from jsonschema.exceptions import SchemaError as JsError
 
-    draft, _ = detect_draft(schema)
+    if draft is None:
+        draft, _ = detect_draft(schema)
     # the lenient reading's first question is 2020-12 with formats, and its usual answer
     if surely_valid(schema, "draft2020-12" if draft == LENIENT else draft):
         return
@@ -205,9 +207,10 @@ def check_metaschema(schema: Any) -> None:
     # what cls.check_schema(schema) does, with the meta-schema's validator built once
     for error in _meta_validator(draft, True).iter_errors(schema):
         exc = JsError.create_from(error)
-        path = "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in exc.path)
+        path = at + "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in exc.path)
+        where = f", read for the $ref target {at}, where the document's check does not reach" if at else ""
         raise SchemaError(f"invalid schema at {path or '/'} ({cls.__name__[:-9]} "
-                          f"meta-schema): {exc.message}") from None
+                          f"meta-schema{where}): {exc.message}") from None
 
 
 def _edit_distance(a: str, b: str, cap: int = 3) -> int:
@@ -415,6 +418,13 @@ def _canonical(schema: Any, strict: bool) -> tuple[Any, bool]:
     draft, explicit = detect_draft(schema)
     c = _Canon(draft, explicit, strict)
     out = c.schema(schema, "")
-    out = keep_ref_targets(schema, out, c.schema, c.refs)  # $refs into dropped keywords (rewritten by c too)
+
+    def target(sub: Any, pointer: str) -> Any:
+        # a $ref into a keyword of the document's own (dropped, annotation) is read as a schema
+        # by validators, but the document's meta-schema never looked there: check it now
+        check_metaschema(sub, draft, pointer)
+        return c.schema(sub, pointer)
+
+    out = keep_ref_targets(schema, out, target, c.refs)  # $refs into dropped keywords (rewritten by c too)
     c.warn()
     return out, c.indexed
