@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hf_constrained.grammar import GrammarError
+
 from hf_constrained.grammar import from_lark, gbnf_to_lark
 from hf_constrained.grammar.configs import ConfigAutomaton
 from hf_constrained.grammar.constraint import GrammarConstraint
@@ -265,10 +267,11 @@ def test_size_limit_keeps_rules_and_language():
 
 
 def test_unembeddable_and_nullable_terminals_are_left_alone():
-    # an anchored terminal regex cannot sit inside a larger one; a nullable one is the
-    # engine's error to report (with its name), not hidden inside a rule's regex
-    g = from_lark('start: a "x"\na: /^b/ "c"', regular=True)
-    assert "a" in g.nonterminals
+    # an anchored terminal regex is refused (it was left alone here, and its anchor then
+    # dropped); a nullable one is the engine's error to report (with its name), not hidden
+    # inside a rule's regex
+    with pytest.raises(GrammarError, match="anchors"):
+        from_lark('start: a "x"\na: /^b/ "c"', regular=True)
     g = from_lark('start: "(" start ")" | a\na: /b*/ "c"')
     assert "a" in g.nonterminals
     with pytest.raises(Exception, match="matches the empty string"):

@@ -241,3 +241,27 @@ def test_lark_import_of_an_unbundled_grammar_is_a_grammar_error(tmp_path, monkey
         with pytest.raises(GrammarError, match="not one of Lark's bundled grammars"):
             from_lark(f'%import {module}.WORD\nstart: WORD "!"')
     assert from_lark('%import common.WORD\nstart: WORD "!"').patterns
+
+
+@pytest.mark.parametrize("text", ['start: "b" /^a/', 'start: "b" /\\Aa/', 'start: /a$/ "b"', 'start: "\\n" /^a/',
+                                  'start: A\nA: /a\\Z/'])
+def test_anchors_in_terminals_are_refused(text):
+    """A terminal's anchor was dropped as at the start/end of a standalone regex, so
+    'start: "b" /^a/' (empty for Lark) generated 'ba'."""
+    assert not lark_accepts(text, "ba") and not lark_accepts(text, "ab")
+    with pytest.raises(GrammarError, match="anchors .* are not supported in a grammar's terminals"):
+        from_lark(text)
+
+
+@pytest.mark.parametrize("text", ['root ::= "\\U00110000"', 'root ::= [\\U00110000]', 'root ::= [a-\\UFFFFFFFF]'])
+def test_gbnf_code_points_past_unicode_are_syntax_errors(text):
+    """They escaped as ValueError from chr() or an OverflowError."""
+    with pytest.raises(GrammarError, match=r"line 1, column \d+: .*past the last Unicode code point"):
+        gbnf_to_cfg(text)
+
+
+@pytest.mark.parametrize("text", ['start: "a"\n%declare x', 'start: x\n%declare x'])
+def test_declare_of_a_rule_is_a_grammar_error(text):
+    """Lark fails on it with an internal AttributeError."""
+    with pytest.raises(GrammarError, match="%declare of the rule 'x' is not supported"):
+        from_lark(text)

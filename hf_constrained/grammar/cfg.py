@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import ConstraintError, RegexSyntaxError, UnsupportedRegexError
-from ..regex_parser import parse as parse_regex
+from ..regex_parser import parse as parse_regex, parse_alternatives
 
 
 class GrammarError(ConstraintError):
@@ -206,8 +206,13 @@ def checked_regex(where: str, rx: str) -> str:
     """``rx`` if the regex engine reads it, else :class:`GrammarError` naming ``where``."""
     try:
         parse_regex(rx)
+        anchored = any(start or end for _, start, end in parse_alternatives(rx))
     except (RegexSyntaxError, UnsupportedRegexError) as e:
         raise GrammarError(f"{where}: {e} (regex {rx!r})") from e
+    if anchored:  # a no-op for a whole pattern, not for a lexeme inside a text: Lark honours it
+        raise GrammarError(f"{where}: anchors (^, $, \\A, \\Z) are not supported in a grammar's "
+                           f"terminals (regex {rx!r}): a lexeme is matched inside the text, where an "
+                           "anchor would restrict where it may stand; remove it")
     return rx
 
 
@@ -310,6 +315,10 @@ def from_lark(text: str, start: str = "start", regular: bool = True) -> CFG:
         raise ImportError("grammars need the 'lark' package: pip install 'lark>=1.1'") from e
     if not isinstance(text, str):
         raise TypeError("the grammar must be a string of Lark (or GBNF, syntax='gbnf') text")
+    declared = re.search(r"^[ \t]*%declare\b[^\n]*?\b([a-z_][a-z_0-9]*)\b", text, re.M)
+    if declared and not declared.group(1).isupper():  # Lark itself fails on it in an internal
+        raise GrammarError(f"%declare of the rule {declared.group(1)!r} is not supported (%declare "
+                           "names terminals that a custom lexer provides); define the rule")
     try:
         grammar, _ = load_grammar(text, "<grammar>", [], False)
         lark_terms, lark_rules, ignore_names = grammar.compile([start], set())

@@ -105,6 +105,8 @@ class _Reader:
             digits = t[self.i + 2:self.i + 2 + n]
             if len(digits) != n or not re.fullmatch(r"[0-9A-Fa-f]+", digits):
                 self.error(f"bad \\{e} escape (needs {n} hex digits)")
+            if int(digits, 16) > 0x10FFFF:
+                self.error(f"\\{e}{digits} is past the last Unicode code point (U+10FFFF)")
             self.i += 2 + n
             return int(digits, 16)
         if e in _ESC:
