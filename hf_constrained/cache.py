@@ -109,28 +109,26 @@ def save(path: Path, key: str, arrays: dict) -> bool:
     (True, [0, 1, 2], None)
     """
     path = Path(path)
-    table, parts, at = [], [], 0
+    table, parts, at, crc = [], [], 0, 0
     for name, a in arrays.items():
         a = np.asarray(a)
         if not a.flags.c_contiguous:
             a = a.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
         if a.dtype.hasobject or a.dtype.fields is not None:
             raise ValueError(f"cache array {name!r} has dtype {a.dtype}: only plain numeric arrays are stored")
-        at = -(-at // _ALIGN) * _ALIGN
-        table.append([name, a.dtype.str, list(a.shape), at])
-        parts.append((at, a))
-        at += a.nbytes
-    data = np.zeros(at, dtype=np.uint8)
-    for off, a in parts:
-        data[off: off + a.nbytes] = a.reshape(-1).view(np.uint8)
-    header = json.dumps({"format": FORMAT_VERSION, "key": key, "arrays": table,
-                         "crc32": zlib.crc32(data)}).encode()
+        aligned = -(-at // _ALIGN) * _ALIGN
+        crc = zlib.crc32(a.reshape(-1).view(np.uint8), zlib.crc32(bytes(aligned - at), crc))  # pad, data
+        table.append([name, a.dtype.str, list(a.shape), aligned])
+        parts.append((aligned, a))
+        at = aligned + a.nbytes
+    header = json.dumps({"format": FORMAT_VERSION, "key": key, "arrays": table, "crc32": crc}).encode()
     lead = 8 + len(header)
     lead = -(-lead // _ALIGN) * _ALIGN
     blob = np.zeros(lead + at, dtype=np.uint8)
     blob[:8] = np.frombuffer(len(header).to_bytes(8, "little"), dtype=np.uint8)
     blob[8: 8 + len(header)] = np.frombuffer(header, dtype=np.uint8)
-    blob[lead:] = data
+    for off, a in parts:
+        blob[lead + off: lead + off + a.nbytes] = a.reshape(-1).view(np.uint8)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
