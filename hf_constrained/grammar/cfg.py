@@ -206,7 +206,10 @@ def checked_regex(where: str, rx: str) -> str:
     """``rx`` if the regex engine reads it, else :class:`GrammarError` naming ``where``."""
     try:
         parse_regex(rx)
-        anchored = any(start or end for _, start, end in parse_alternatives(rx))
+        # (parse drops start/end anchors; parse_alternatives reports them: read again only
+        # when the text could hold one)
+        anchored = ("^" in rx or "$" in rx or "\\A" in rx or "\\Z" in rx) and any(
+            start or end for _, start, end in parse_alternatives(rx))
     except (RegexSyntaxError, UnsupportedRegexError) as e:
         raise GrammarError(f"{where}: {e} (regex {rx!r})") from e
     if anchored:  # a no-op for a whole pattern, not for a lexeme inside a text: Lark honours it
@@ -316,7 +319,7 @@ def from_lark(text: str, start: str = "start", regular: bool = True) -> CFG:
     if not isinstance(text, str):
         raise TypeError("the grammar must be a string of Lark (or GBNF, syntax='gbnf') text")
     declared = re.search(r"^[ \t]*%declare\b[^\n]*?\b([a-z_][a-z_0-9]*)\b", text, re.M)
-    if declared and not declared.group(1).isupper():  # Lark itself fails on it in an internal
+    if declared:  # a rule name (lowercase): Lark itself fails on it in an internal
         raise GrammarError(f"%declare of the rule {declared.group(1)!r} is not supported (%declare "
                            "names terminals that a custom lexer provides); define the rule")
     try:
