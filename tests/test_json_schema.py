@@ -603,6 +603,34 @@ def test_string_lengths_count_escapes_as_one_char():
     check_samples({"type": "string", "minLength": 3, "maxLength": 5}, n=200)
 
 
+
+def test_counts_past_re_s_limit_are_nested_with_the_same_counts(monkeypatch):
+    """A count at or above ``re``'s MAXREPEAT (2**32 - 1) is written as nested repetitions, so the
+    text still compiles; with the limit and block lowered to small numbers, every (lo, hi) matches
+    exactly the counts lo..hi (``re`` is the oracle)."""
+    from hf_constrained.json_schema import regex_text
+
+    for schema in ({"type": "string", "maxLength": 10 ** 30}, {"type": "string", "minLength": 2 ** 33},
+                   {"type": "array", "minItems": 2 ** 32 - 1, "maxItems": 2 ** 40}):
+        regex = schema_to_regex(schema)
+        re.compile(regex)  # OverflowError "the repetition number is too large" before
+        assert_dialect(regex)
+    long_ok = schema_to_regex({"type": "string", "maxLength": 10 ** 30})
+    assert re.fullmatch(long_ok, '"' + "x" * 5000 + '"') and re.fullmatch(long_ok, '""')
+    assert not re.fullmatch(schema_to_regex({"type": "string", "minLength": 2 ** 33}), '"' + "x" * 99 + '"')
+
+    monkeypatch.setattr(regex_text, "_RE_MAX_COUNT", 4)
+    monkeypatch.setattr(regex_text, "_BLOCK", 3)
+    for lo in range(0, 30):
+        for hi in [None, *range(max(lo, 1), 31)]:
+            text = regex_text._repeat("a", lo, hi)
+            got = [n for n in range(0, 40) if re.fullmatch(text, "a" * n)]
+            want = list(range(lo, 40 if hi is None else hi + 1))
+            assert got == want, (lo, hi, text)
+            if lo > 4 or hi is not None and hi > 4:
+                assert all(int(c) <= 3 for c in re.findall(r"\d+", text)), text  # counts <= _BLOCK
+
+
 @pytest.mark.parametrize("pattern,good,bad", [
     ("^[a-z]{2,4}$", ["ab", "abcd"], ["a", "abcde", "aB"]),
     ("abc", ["abc", "xxabcxx"], ["ab", "acb"]),

@@ -116,17 +116,29 @@ def _group(r: str) -> str:
     return r if _is_atom(r) else f"(?:{r})"
 
 
+# The largest count a ``{m,n}`` may hold for Python's ``re`` (``re._constants.MAXREPEAT`` - 1 on
+# CPython 3.11). A count at or above it is written as nested repetitions of ``_BLOCK`` copies, the
+# same language, so the text stays readable by ``re`` (the package's own parser reads either).
+_RE_MAX_COUNT = 2 ** 32 - 2
+_BLOCK = 10 ** 9
+
+
 def _repeat(r: str, lo: int, hi: Optional[int]) -> str:
     """``r`` repeated ``lo`` to ``hi`` (None: unbounded) times.
 
     >>> _repeat("a", 0, None), _repeat("ab", 1, 1), _repeat("a", 2, 5)
     ('a*', 'ab', 'a{2,5}')
+    >>> import re; big = _repeat("a", 10 ** 30, None)  # past re's largest count: nested
+    >>> big, bool(re.compile(big))
+    ('(?:(?:(?:a{1000000000}){1000000000}){1000000000}){1000}a*', True)
     """
     if hi is not None and hi == 0 or r == "":
         return ""
     if hi == 1 and lo == 1:
         return r
     atom = _group(r)
+    if lo > _RE_MAX_COUNT or hi is not None and hi > _RE_MAX_COUNT:
+        return _exactly(atom, lo) + (atom + "*" if hi is None else _up_to(atom, hi - lo))
     if hi is None:
         q = "*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}"
     elif lo == hi:
@@ -136,6 +148,33 @@ def _repeat(r: str, lo: int, hi: Optional[int]) -> str:
     else:
         q = f"{{{lo},{hi}}}"
     return atom + q
+
+
+def _exactly(atom: str, n: int) -> str:
+    """The atom ``atom`` exactly ``n`` times, with no count above :data:`_BLOCK`.
+
+    >>> _repeat("a", 5 * 10 ** 9 + 3, 5 * 10 ** 9 + 3)  # via _exactly
+    '(?:a{1000000000}){5}a{3}'
+    """
+    if n <= _BLOCK:
+        return "" if n == 0 else atom if n == 1 else f"{atom}{{{n}}}"
+    q, r = divmod(n, _BLOCK)
+    return _exactly(f"(?:{atom}{{{_BLOCK}}})", q) + _exactly(atom, r)
+
+
+def _up_to(atom: str, n: int) -> str:
+    """The atom ``atom`` 0 to ``n`` times, with no count above :data:`_BLOCK`: below ``q`` whole
+    blocks of ``_BLOCK`` copies plus fewer than a block, or ``q`` blocks plus at most the rest.
+
+    >>> _repeat("a", 0, 5 * 10 ** 9 + 3)  # via _up_to
+    '(?:(?:a{1000000000}){0,4}a{0,999999999}|(?:a{1000000000}){5}a{0,3})'
+    """
+    if n <= _BLOCK:
+        return "" if n == 0 else f"{atom}?" if n == 1 else f"{atom}{{0,{n}}}"
+    q, r = divmod(n, _BLOCK)
+    block = f"(?:{atom}{{{_BLOCK}}})"
+    return (f"(?:{_up_to(block, q - 1)}{atom}{{0,{_BLOCK - 1}}}"
+            f"|{_exactly(block, q)}{_up_to(atom, r)})")
 
 
 def _alt(alternatives) -> Optional[str]:
