@@ -265,3 +265,54 @@ def test_declare_of_a_rule_is_a_grammar_error(text):
     """Lark fails on it with an internal AttributeError."""
     with pytest.raises(GrammarError, match="%declare of the rule 'x' is not supported"):
         from_lark(text)
+
+
+@pytest.mark.parametrize("text,alphabet", [
+    # 10 optionals in a row: 1,024 alternatives in Lark's reading, hoisted past LARK_DISTRIBUTE
+    ("start: " + " ".join(f'"{c}"?' for c in "abcdabcdab") + ' "e"', "abcde"),
+    # groups that multiply, inside a sequence, a counted repeat and an alias
+    ('start: ("a" | "b") ~ 0..5 ["d"] ("a"? "c"?) ~ 2 -> top', "abcd"),
+    ('start: x x\nx: ("a"? "b"? "c"? "d"?) ("a" | "bb")? ("c" | "d" | "e")?', "abcde"),
+])
+def test_lark_optional_items_are_hoisted_with_the_same_language(text, alphabet, monkeypatch):
+    """A sequence whose optional items and groups would multiply past ``LARK_DISTRIBUTE``
+    alternatives gets its largest items as rules of their own: no rule keeps more than that,
+    and the language is Lark's own reading of the text (the oracle)."""
+    from hf_constrained.grammar import cfg as cfg_module
+
+    cfg = from_lark(text, regular=False)
+    by_lhs = {}
+    for lhs, _ in cfg.rules:
+        by_lhs[lhs] = by_lhs.get(lhs, 0) + 1
+    assert max(by_lhs.values()) <= cfg_module.LARK_DISTRIBUTE
+    monkeypatch.setattr(cfg_module, "LARK_DISTRIBUTE", 4)  # hoist almost everything: same language
+    auto, few = ConfigAutomaton([from_lark(text)]), ConfigAutomaton([from_lark(text, regular=False)])
+    oracle = lark_parser(text)
+    rng = random.Random(5)
+    n_true = 0
+    for s in _strings(rng, alphabet, ["abcde", "e", "ad", "aab", "abcabc"], n=600):
+        want = lark_accepts(oracle, s)
+        assert _accepts(auto, s) == want == _accepts(few, s), s
+        n_true += want
+    assert n_true >= 20
+
+
+def test_many_optional_items_read_quickly_instead_of_exhausting_memory():
+    """Lark alone multiplies 30 optional items into 2^30 alternatives (out of memory); hoisted,
+    the grammar reads into a few hundred rules and keeps its language."""
+    text = "start: " + " ".join(f'"{chr(97 + i % 3)}"?' for i in range(30)) + ' "z"'
+    cfg = from_lark(text, regular=False)
+    assert len(cfg.rules) < 1000
+    auto = ConfigAutomaton([from_lark(text)])
+    for k in (0, 1, 7, 30):
+        s = "abc" * (k // 3) + "abc"[:k % 3] + "z"
+        assert _accepts(auto, s), s
+    assert not _accepts(auto, "abc" * 10 + "az") and not _accepts(auto, "zz")
+
+
+def test_a_template_that_multiplies_out_too_far_is_a_grammar_error():
+    items = " ".join(f"x?" for _ in range(14))  # 2^14 alternatives where the template is used
+    with pytest.raises(GrammarError, match=r"template rule 't' multiplies out to 16384 alternatives"):
+        from_lark(f'start: t{{"a"}}\nt{{x}}: {items}')
+    cfg = from_lark('start: t{"a"}\nt{x}: x? x? x? "b"')  # small templates are read as before
+    assert _accepts(ConfigAutomaton([cfg]), "aab")

@@ -282,6 +282,93 @@ class Counted:
         return got
 
 
+#: Lark multiplies out the optional items and inline groups of one alternative (``"a"? "b"? ...``
+#: is 2^n alternatives, 30 of them exhaust memory). Before Lark does, a sequence whose product
+#: would pass this many alternatives gets its largest such items as rules of their own (the
+#: same language; the GBNF reader's ``DISTRIBUTE`` does the same).
+LARK_DISTRIBUTE = 256
+#: the most alternatives a template rule (``name{x}: ...``, expanded by Lark where used, so its
+#: items are not hoisted) may multiply out to
+LARK_TEMPLATE_ALTERNATIVES = 4096
+
+
+def _hoist_multiplying_items(grammar) -> None:
+    """Give the items of a sequence whose alternatives would multiply past :data:`LARK_DISTRIBUTE`
+    rules of their own in ``grammar`` (Lark's ``Grammar`` before ``compile``, changed in place);
+    a template whose expansion would pass :data:`LARK_TEMPLATE_ALTERNATIVES` is refused.
+
+    >>> from lark.load_grammar import load_grammar
+    >>> g, _ = load_grammar('start: ' + ' '.join(f'"{c}"?' for c in 'abcdefghij'), "<g>", [], False)
+    >>> _hoist_multiplying_items(g); sorted(str(name) for name, *_ in g.rule_defs)
+    ['__start_hoisted_0', '__start_hoisted_1', 'start']
+    >>> len(g.compile(["start"], set())[1])  # 2^8 + 2 + 2 alternatives, not 2^10
+    260
+    """
+    from lark import Tree
+    from lark.grammar import NonTerminal
+    from lark.load_grammar import REPEAT_BREAK_THRESHOLD, RuleOptions
+
+    added = []
+
+    def alternatives(node, hoist) -> int:
+        """How many alternatives Lark makes of ``node`` (an upper bound: it removes duplicates),
+        after hoisting (``hoist(item)`` returns the reference that replaces ``item``; None in
+        templates)."""
+        if not isinstance(node, Tree):
+            return 1
+        kind, kids = node.data, node.children
+        if kind == "expansions":
+            return sum(alternatives(k, hoist) for k in kids)
+        if kind == "expansion":
+            counts = [alternatives(k, hoist) for k in kids]
+            total = 1
+            for c in counts:
+                total *= c
+            while total > LARK_DISTRIBUTE and hoist is not None:
+                i = max(range(len(counts)), key=counts.__getitem__)
+                kids[i] = hoist(kids[i])
+                total //= counts[i]
+                counts[i] = 1
+            return total
+        if kind == "alias":
+            return alternatives(kids[0], hoist)
+        if kind == "maybe":
+            return alternatives(kids[0], hoist) + 1
+        if kind == "expr":
+            inner, op = alternatives(kids[0], hoist), str(kids[1])
+            if op == "?":
+                return inner + 1
+            if op in ("*", "+"):  # a recursive rule of its own, and the empty alternative
+                return 2 if op == "*" else 1
+            lo, hi = int(kids[2]), int(kids[-1])
+            if hi >= REPEAT_BREAK_THRESHOLD:  # Lark splits it into rules of a few alternatives
+                return 2
+            n = sum(inner ** k for k in range(lo, hi + 1))  # each of lo..hi copies multiplies
+            if n > LARK_DISTRIBUTE and hoist is not None:
+                kids[0], n = hoist(kids[0]), hi - lo + 1
+            return n
+        return 1
+
+    for name, params, tree, _options in list(grammar.rule_defs):
+        if params:
+            n = alternatives(tree, None)
+            if n > LARK_TEMPLATE_ALTERNATIVES:
+                raise GrammarError(
+                    f"the template rule {str(name)!r} multiplies out to {n} alternatives (its optional "
+                    f"items and groups; the limit is {LARK_TEMPLATE_ALTERNATIVES}): give those "
+                    "items rules of their own (an optional item x: 'x_opt: x |')")
+            continue
+
+        def hoist(item, name=name):
+            new = f"__{name}_hoisted_{sum(1 for n, _ in added if n == name)}"
+            added.append((name, (new, (), Tree("expansions", [Tree("expansion", [item])]),
+                                 RuleOptions())))
+            return Tree("value", [NonTerminal(new)])
+
+        alternatives(tree, hoist)
+    grammar.rule_defs.extend(rule for _, rule in added)
+
+
 def _lark_location(e: Exception):
     line, col = getattr(e, "line", None), getattr(e, "column", None)
     if line is None:
@@ -324,6 +411,7 @@ def from_lark(text: str, start: str = "start", regular: bool = True) -> CFG:
                            "names terminals that a custom lexer provides); define the rule")
     try:
         grammar, _ = load_grammar(text, "<grammar>", [], False)
+        _hoist_multiplying_items(grammar)
         lark_terms, lark_rules, ignore_names = grammar.compile([start], set())
     except lark.exceptions.LarkError as e:
         line, col = _lark_location(e)
