@@ -316,3 +316,19 @@ def test_a_template_that_multiplies_out_too_far_is_a_grammar_error():
         from_lark(f'start: t{{"a"}}\nt{{x}}: {items}')
     cfg = from_lark('start: t{"a"}\nt{x}: x? x? x? "b"')  # small templates are read as before
     assert _accepts(ConfigAutomaton([cfg]), "aab")
+
+
+@pytest.mark.parametrize("text,needle", [
+    ('start: "ab".."cd"', r'in the range "ab" "cd": a range joins two single characters'),
+    ('start: x\nx: "a".."cd"', r'in the range "a" "cd"'),
+])
+def test_a_range_of_strings_names_the_construct(text, needle):
+    """Lark fails on such a range with an empty AssertionError inside a visitor; the error
+    names the construct and what a range takes."""
+    with pytest.raises(GrammarError, match=needle):
+        from_lark(text)
+
+
+def test_start_must_be_one_rule_name():
+    with pytest.raises(TypeError, match=r"start must be the name of one rule \(a str\), not \['start'\]"):
+        from_lark('start: "a"', start=["start"])

@@ -405,6 +405,8 @@ def from_lark(text: str, start: str = "start", regular: bool = True) -> CFG:
         raise ImportError("grammars need the 'lark' package: pip install 'lark>=1.1'") from e
     if not isinstance(text, str):
         raise TypeError("the grammar must be a string of Lark (or GBNF, syntax='gbnf') text")
+    if not isinstance(start, str):
+        raise TypeError(f"start must be the name of one rule (a str), not {start!r}")
     declared = re.search(r"^[ \t]*%declare\b[^\n]*?\b([a-z_][a-z_0-9]*)\b", text, re.M)
     if declared:  # a rule name (lowercase): Lark itself fails on it in an internal
         raise GrammarError(f"%declare of the rule {declared.group(1)!r} is not supported (%declare "
@@ -413,6 +415,13 @@ def from_lark(text: str, start: str = "start", regular: bool = True) -> CFG:
         grammar, _ = load_grammar(text, "<grammar>", [], False)
         _hoist_multiplying_items(grammar)
         lark_terms, lark_rules, ignore_names = grammar.compile([start], set())
+    except lark.exceptions.VisitError as e:  # Lark failed inside one construct of the text
+        what = e.obj.data if isinstance(e.obj, lark.Tree) else e.rule
+        parts = " ".join(str(t) for t in e.obj.scan_values(lambda _: True)) \
+            if isinstance(e.obj, lark.Tree) else str(e.obj)
+        hint = ": a range joins two single characters (\"a\"..\"z\")" if what == "range" else \
+            f": {e.orig_exc}" if str(e.orig_exc) else ""
+        raise GrammarError(f"grammar error in the {what} {parts}{hint}") from e
     except lark.exceptions.LarkError as e:
         line, col = _lark_location(e)
         where = f" at line {line}, column {col}" if line is not None else ""
