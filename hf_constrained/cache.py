@@ -27,6 +27,8 @@ import json
 import math
 import os
 import tempfile
+import time
+import warnings
 import zlib
 from pathlib import Path
 
@@ -35,6 +37,9 @@ import numpy as np
 FORMAT_VERSION = 7  # 5: one .npy byte array per file; 6: automaton positions numbered over shared subtrees;
 #                    7: the header holds the CRC-32 of the data bytes
 ENV = "HF_CONSTRAINED_CACHE"
+#: how long (seconds) a builder waits for another process's lock on a cache file before it builds
+#: without it (with a warning): a holder that hangs or sleeps must not hang every other process
+LOCK_WAIT_S = 60.0
 
 try:  # POSIX advisory locks; elsewhere builds may duplicate but stay correct
     import fcntl
@@ -181,8 +186,11 @@ def load(path: Path, key: str) -> dict | None:
 
 
 @contextlib.contextmanager
-def locked(path: Path):
-    """Exclusive advisory lock on ``path.lock``; yields True if we had to wait.
+def locked(path: Path, wait_s: float | None = None):
+    """Exclusive advisory lock on ``path.lock``; yields True if we had to wait, False if not,
+    None if another holder kept it past ``wait_s`` (default :data:`LOCK_WAIT_S`) seconds: then
+    it warns and goes on without the lock (files are renamed into place whole, so the worst
+    case is a duplicated build).
 
     >>> import tempfile
     >>> with locked(Path(tempfile.mkdtemp()) / "x.npy") as waited:
@@ -204,14 +212,34 @@ def locked(path: Path):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            waited = True
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            waited = _wait_for_lock(fd, LOCK_WAIT_S if wait_s is None else wait_s)
+            if waited is None:
+                warnings.warn(f"{path}.lock is still held by another process after "
+                              f"{LOCK_WAIT_S if wait_s is None else wait_s:g} s; going on without "
+                              "it (set hf_constrained.cache.LOCK_WAIT_S to wait longer)",
+                              RuntimeWarning, stacklevel=3)
         yield waited
     finally:
         try:
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+
+def _wait_for_lock(fd: int, wait_s: float):
+    """Poll for the lock on ``fd`` (1 ms, doubling to 50 ms between tries) for up to ``wait_s``
+    seconds: True once held, None if the time ran out."""
+    deadline, pause = time.monotonic() + wait_s, 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, 0.05)
 
 
 class ConstraintCache:

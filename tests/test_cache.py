@@ -135,3 +135,28 @@ def test_concurrent_writers_keep_a_valid_file(tmp_path, local_tok):
         s = proc.dfa.walk(proc.dfa.starts[0], b"abc@x.")
         assert proc.index.num_computed >= 4
         assert proc.index.allowed(s).size > 0
+
+
+@pytest.mark.skipif(cache.fcntl is None, reason="no POSIX advisory locks on this platform")
+def test_a_lock_held_too_long_is_given_up_with_a_warning(tmp_path, local_tok, monkeypatch):
+    """A holder that hangs must not hang every other builder: after LOCK_WAIT_S the build goes
+    on without the lock and warns; a holder that lets go in time is waited for."""
+    import fcntl
+    import threading
+
+    monkeypatch.setattr(cache, "LOCK_WAIT_S", 0.3)
+    proc = fresh(local_tok, cache_dir=tmp_path)  # only to learn the file's name
+    path = proc._cache.path
+    os.remove(path)
+    holder = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT)  # another open file: its own lock
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        with pytest.warns(RuntimeWarning, match=r"still held by another process after 0.3 s"):
+            again = fresh(local_tok, cache_dir=tmp_path)
+        assert again.index_source == "built" and os.path.exists(path)
+        os.remove(path)
+        threading.Timer(0.1, fcntl.flock, (holder, fcntl.LOCK_UN)).start()
+        with cache.locked(path) as waited:  # let go after 0.1 s: waited for, no warning
+            assert waited is True
+    finally:
+        os.close(holder)
