@@ -26,7 +26,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import time
 import warnings
 import zlib
@@ -136,7 +135,7 @@ def save(path: Path, key: str, arrays: dict) -> bool:
         blob[lead + off: lead + off + a.nbytes] = a.reshape(-1).view(np.uint8)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = _temp_file(path)
         try:
             with os.fdopen(fd, "wb") as f:
                 np.save(f, blob, allow_pickle=False)
@@ -147,6 +146,20 @@ def save(path: Path, key: str, arrays: dict) -> bool:
         return True
     except OSError:
         return False
+
+
+def _temp_file(path: Path):
+    """A new file next to ``path`` (its descriptor and name) with the permissions any file the
+    user creates gets (0o666 under the umask; ``tempfile.mkstemp`` makes 0o600 files, which other
+    users of a shared cache folder cannot read)."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                           0o666), str(tmp)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name next to {path}")
 
 
 def load(path: Path, key: str) -> dict | None:

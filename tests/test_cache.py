@@ -160,3 +160,17 @@ def test_a_lock_held_too_long_is_given_up_with_a_warning(tmp_path, local_tok, mo
             assert waited is True
     finally:
         os.close(holder)
+
+
+def test_cache_files_get_the_umask_permissions(tmp_path, local_tok):
+    """Files are created as any file the user makes (0o666 under the umask), so a cache folder
+    shared by a group stays readable; tempfile.mkstemp's 0o600 made it private to one user."""
+    old = os.umask(0o022)
+    try:
+        proc = fresh(local_tok, cache_dir=tmp_path)
+    finally:
+        os.umask(old)
+    files = [p for p in tmp_path.iterdir() if p.suffix == ".npy"]
+    assert proc._cache.path in files and len(files) >= 2  # the index and the vocabulary
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o644)}
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
