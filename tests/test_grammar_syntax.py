@@ -332,3 +332,21 @@ def test_a_range_of_strings_names_the_construct(text, needle):
 def test_start_must_be_one_rule_name():
     with pytest.raises(TypeError, match=r"start must be the name of one rule \(a str\), not \['start'\]"):
         from_lark('start: "a"', start=["start"])
+
+
+@pytest.mark.parametrize("text", ['root ::= "a"*? "b"', 'root ::= ("a" "b"?)+* "c"', 'root ::= [ab]{2}? "c"',
+                                  'root ::= "a"?{2,3} "b"+?'])
+def test_gbnf_stacked_operators_translate_to_lark_lark_reads(text):
+    """GBNF lets operators stack (x*?, x{2}?); gbnf_to_lark parenthesises the inner one (it wrote
+    `(/a/)*?`, which Lark refuses as a misplaced operator) and both readings agree."""
+    lark_text = gbnf_to_lark(text)
+    direct, via = ConfigAutomaton([gbnf_to_cfg(text)]), ConfigAutomaton([from_lark(lark_text)])
+    oracle = lark_parser(lark_text)
+    rng = random.Random(9)
+    n_true = 0
+    for s in _strings(rng, "abc", ["b", "ab", "aab", "c", "abc", "abbc", "aabbc", "abab", "aac", "abb"],
+                      n=300):
+        want = lark_accepts(oracle, s)
+        assert _accepts(direct, s) == want == _accepts(via, s), s
+        n_true += want
+    assert n_true >= 4

@@ -281,8 +281,8 @@ def _lark(node: tuple) -> str:
         return " | ".join(map(_lark, node[1]))
     _, inner, op, lo, hi = node
     atom = _lark(inner)
-    if op != "{":
-        return f"({atom}){op}" if not atom.startswith("(") else f"{atom}{op}"
+    if op != "{":  # one group already, else parenthesised (Lark refuses stacked operators: x*?)
+        return f"{atom}{op}" if inner[0] == "group" else f"({atom}){op}"
     if hi == lo:
         return f"({atom}) ~ {lo}"
     if hi is not None:
