@@ -350,3 +350,20 @@ def test_gbnf_stacked_operators_translate_to_lark_lark_reads(text):
         assert _accepts(direct, s) == want == _accepts(via, s), s
         n_true += want
     assert n_true >= 4
+
+
+def test_case_insensitive_literals_match_what_re_ignorecase_matches():
+    """``"..."i`` folds each character to what ``re.IGNORECASE`` matches: the oracle is ``re``
+    scanning every code point (final sigma for σ, ϑ for θ, the Kelvin sign for k were missing)."""
+    from hf_constrained.grammar.cfg import _cased_chars, _fold_class
+
+    everything = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000)
+    rng = random.Random(11)
+    chars = list("σθksißµİ1 é") + rng.sample(_cased_chars(), 150)
+    for ch in chars:
+        want = set(re.compile(re.escape(ch), re.IGNORECASE).findall(everything))
+        got = set(re.findall(_fold_class(ch), everything))
+        assert got == want, (ch, sorted(want - got), sorted(got - want))
+    auto = ConfigAutomaton([from_lark('start: "σθk"i')])
+    for s, ok in [("ςϑ\u212a", True), ("ΣΘK", True), ("σθk", True), ("σθx", False)]:
+        assert _accepts(auto, s) == ok, s
