@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from .errors import ConstraintError
+from .regex_parser import split_definitions
 from .vocabulary import Vocabulary
 
 
@@ -193,7 +194,11 @@ class HealedInputs:
         pats = [pattern_or_patterns] * n if isinstance(pattern_or_patterns, str) else list(pattern_or_patterns)
         if len(pats) != n:
             raise ConstraintError(f"got {len(pats)} patterns for {n} healed prompts; pass one per prompt")
-        return [re.escape(pre) + "(?:" + p + ")" for pre, p in zip(self.prefixes, pats)]
+        out = []
+        for pre, p in zip(self.prefixes, pats):
+            defs, rest = split_definitions(p)  # a leading (?(DEFINE)...) group stays in front
+            out.append(defs + re.escape(pre) + "(?:" + rest + ")")
+        return out
 
     def cut(self, token_bytes: list, gen: list, rows_per_prompt: int) -> list:
         """Text after the original prompt of each generated id list (prompt-major
@@ -227,9 +232,17 @@ def heal_inputs(tokenizer, inputs, vocab: Vocabulary | None = None) -> HealedInp
         row = ids[r][mask[r].bool()].tolist()
         k = heal_count(vocab, row, protect=_protected(vocab, row, tail))
         data = b"".join(vocab.token_bytes[i] for i in row[len(row) - k:]) if k else b""
+        try:
+            prefix = data.decode("utf-8")  # it starts at a character boundary (heal_count)
+        except UnicodeDecodeError as e:  # the prompt itself ends inside a character
+            raise ConstraintError(
+                f"prompt {r} ends inside a UTF-8 character (its last bytes {data[e.start:]!r} begin "
+                "one; truncation=True / max_length cuts prompts between a character's byte "
+                "tokens): healing regenerates the prompt's tail as text and cannot. Truncate the "
+                "prompt text at a character boundary, or pass heal_prompt=False") from None
         rows.append(row[: len(row) - k])
         raw.append(data)
-        prefixes.append(data.decode("utf-8"))  # whole characters by construction
+        prefixes.append(prefix)
         dropped.append(k)
     width = max(len(r) for r in rows)
     new_ids = torch.full((len(rows), width), pad, dtype=ids.dtype)

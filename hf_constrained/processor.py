@@ -425,6 +425,28 @@ class RegexProcessor(ConstrainedProcessor):
                 "inputs to generate()")
         return super().__call__(input_ids, scores)
 
+    def _start_run(self, input_ids, config):
+        if self.healed is not None:
+            self._check_healed_prompt(input_ids)
+        return super()._start_run(input_ids, config)
+
+    def _check_healed_prompt(self, input_ids) -> None:
+        """A call's prompt must be what :meth:`heal` returned (each prompt repeated for its
+        samples or beams): with the original inputs the healed text would be generated a second
+        time after the prompt that still holds it, and decode() would hide that."""
+        healed = self.healed.input_ids
+        n, width = healed.shape
+        rows, length = input_ids.shape
+        if length == 0:  # inputs_embeds: generate() passes no prompt ids
+            return
+        same = length == width and rows % n == 0 and bool(
+            (input_ids.view(n, rows // n, length) == healed.to(input_ids.device)[:, None, :]).all())
+        if not same:
+            raise GenerationConflictError(
+                f"RegexProcessor(heal_prompt=True): this generate() call's prompt ({rows} row(s) of "
+                f"{length} tokens) is not what heal() returned ({n} prompts of {width} tokens): pass "
+                "inputs = proc.heal(inputs) to generate(), and call heal() again for other prompts")
+
     def _texts(self, gen: list, num_prompts: int) -> list:
         if self.healed is None:
             return super()._texts(gen, num_prompts)

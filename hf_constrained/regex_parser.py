@@ -673,6 +673,21 @@ def parse(pattern: str):
     return parser.parse()
 
 
+def split_definitions(pattern: str) -> tuple:
+    """``(definitions, rest)``: the leading ``(?(DEFINE)...)`` group of ``pattern`` ("" if it has
+    none) and the pattern after it, for a caller that puts text in front of the pattern.
+
+    >>> split_definitions("(?(DEFINE)(?P<d>[)]|b))(?&d)x|y"), split_definitions("ab")
+    (('(?(DEFINE)(?P<d>[)]|b))', '(?&d)x|y'), ('', 'ab'))
+    """
+    if not pattern.startswith(_DEFINE):
+        return "", pattern
+    parser = _Parser(pattern)
+    parser.subroutines = True
+    parser.definitions()
+    return pattern[: parser.i], pattern[parser.i:]
+
+
 def parse_alternatives(pattern: str, classes=None, anchor_nodes: bool = False) -> list:
     """Parse ``pattern`` as :func:`parse` does, one entry per top-level alternative.
 

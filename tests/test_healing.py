@@ -183,3 +183,67 @@ def test_readme_section_examples_run(deepseek, capsys):
 
     assert all(regex.fullmatch(r"(19|20)[0-9]{2}-[01][0-9]", t, partial=True)
                for row in scope["texts"] for t in row)
+
+
+def test_healing_a_pattern_with_shared_definitions(deepseek, deepseek_model):
+    """The healed text goes after a leading (?(DEFINE)...) group (which JSONProcessor writes for
+    a subschema used twice), not in front of it, where the parser refused the group."""
+    import json
+
+    import regex
+    from jsonschema import Draft202012Validator
+
+    from hf_constrained import JSONProcessor
+
+    item = {"type": "object", "additionalProperties": False, "required": ["x"],
+            "properties": {f"f{i}": {"type": "integer"} for i in range(12)} | {"x": {"type": "boolean"}}}
+    schema = {"type": "object", "additionalProperties": False, "required": ["a", "b"],
+              "properties": {"a": item, "b": item}}
+    pattern = r"(?(DEFINE)(?P<d>[0-9]{2}))(?&d)-(?&d)|x"
+    for proc, check in [
+            (RegexProcessor(pattern, deepseek, heal_prompt=True, cache_dir=False),
+             lambda t: regex.fullmatch(pattern, t)),
+            (JSONProcessor(schema, deepseek, heal_prompt=True, cache_dir=False),
+             lambda t: Draft202012Validator(schema).is_valid(json.loads(t)))]:
+        orig = deepseek(["Answer: "], return_tensors="pt")
+        inputs = proc.heal(orig)
+        assert proc.healed.prefixes == [" "]
+        assert proc.patterns[0].startswith("(?(DEFINE)") and proc.patterns[0].count("\\ ") >= 1
+        torch.manual_seed(0)
+        out = deepseek_model.generate(**inputs, logits_processor=[proc], do_sample=True, top_k=0,
+                                      num_return_sequences=3, max_new_tokens=120)
+        for seq in proc.generations(out)[0].sequences:
+            if seq.finished:
+                assert check(seq.text), seq.text
+
+
+@pytest.mark.parametrize("family,text", [("deepseek", "Say emoji 😀"), ("mistral", "Price 価")])
+def test_a_prompt_cut_inside_a_character_is_a_clear_error(family, text, request):
+    """Truncation can cut a prompt between the byte tokens of one character; healing cannot
+    write those bytes as text, and says so (it raised a bare UnicodeDecodeError)."""
+    tok = request.getfixturevalue(family)
+    n = len(tok(text)["input_ids"])
+    cut = tok([text], return_tensors="pt", truncation=True, max_length=n - 1)
+    proc = RegexProcessor(r"[a-z]+", tok, heal_prompt=True, cache_dir=False)
+    with pytest.raises(ConstraintError, match=r"prompt 0 ends inside a UTF-8 character .*at a character boundary"):
+        proc.heal(cut)
+
+
+def test_generate_with_the_original_inputs_after_heal_is_refused(deepseek, deepseek_model):
+    """heal() returns the shortened inputs; passing the original ones regenerated the healed text
+    after a prompt that still held it, and decode() hid it. Samples, beams and assisted
+    generation with the healed inputs go through."""
+    proc = RegexProcessor(r"[0-9]{4}", deepseek, heal_prompt=True, cache_dir=False)
+    for prompts in (["Year: "], ["Year: ", "Hello world, the year"]):
+        orig = deepseek(prompts, return_tensors="pt", padding=True)
+        inputs = proc.heal(orig)
+        with pytest.raises(GenerationConflictError, match=r"is not what heal\(\) returned"):
+            deepseek_model.generate(**orig, logits_processor=[proc], max_new_tokens=6)
+        for kw in ({"num_beams": 2, "num_return_sequences": 2}, {"do_sample": True, "num_return_sequences": 3}):
+            out = deepseek_model.generate(**inputs, logits_processor=[proc], max_new_tokens=6, **kw)
+            assert all(re.fullmatch(r"[0-9]{4}", s.text) for g in proc.generations(out) for s in g.sequences
+                       if s.finished)
+    inputs = proc.heal(deepseek(["Year: "], return_tensors="pt"))
+    out = deepseek_model.generate(**inputs, logits_processor=[proc], max_new_tokens=6,
+                                  assistant_model=deepseek_model)
+    assert re.fullmatch(r"[0-9]{4}", proc.decode(out))
