@@ -215,8 +215,14 @@ class HealedInputs:
 def heal_inputs(tokenizer, inputs, vocab: Vocabulary | None = None) -> HealedInputs:
     """Drop each prompt's healed tail (:func:`heal_count`) from ``inputs`` (a
     ``BatchEncoding``/dict with ``input_ids`` and optionally ``attention_mask``,
-    either padding side) and return them left-padded with the removed text."""
+    either padding side, or the ``input_ids`` alone) and return them left-padded with
+    the removed text."""
     vocab = vocab or Vocabulary.from_tokenizer(tokenizer)
+    if isinstance(inputs, (torch.Tensor, np.ndarray, list, tuple)):  # the prompt ids alone
+        inputs = {"input_ids": inputs}
+    if not hasattr(inputs, "get") or inputs.get("input_ids") is None:
+        raise TypeError(f"heal() takes the tokenizer's output (with input_ids, and attention_mask when "
+                        f"padded) or the input_ids, not {type(inputs).__name__}")
     ids = inputs["input_ids"]
     ids = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(ids)
     if ids.dim() == 1:

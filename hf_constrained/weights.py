@@ -367,6 +367,15 @@ def resample(generations: list, k: int, seed=None) -> list:
         raise ValueError(f"k must be a positive int (sequences to draw per prompt), not {k!r}")
     if isinstance(generations, Generation):
         generations = [generations]
+    if isinstance(generations, (str, bytes, dict)) or not hasattr(generations, "__iter__") or \
+            isinstance(generations, torch.Tensor):
+        generations = [generations]  # reported below with what it is
+    generations = list(generations)
+    for gen in generations:
+        if not isinstance(gen, Generation):
+            raise TypeError(
+                f"resample() takes proc.generations(out) (a list of Generation), not a "
+                f"{type(gen).__name__}: call resample(proc.generations(out), k) with generate()'s output")
     rng = np.random.default_rng(seed)
     result, inexact = [], set()
     for gen in generations:

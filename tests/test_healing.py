@@ -247,3 +247,13 @@ def test_generate_with_the_original_inputs_after_heal_is_refused(deepseek, deeps
     out = deepseek_model.generate(**inputs, logits_processor=[proc], max_new_tokens=6,
                                   assistant_model=deepseek_model)
     assert re.fullmatch(r"[0-9]{4}", proc.decode(out))
+
+
+def test_heal_takes_the_input_ids_alone(deepseek):
+    proc = RegexProcessor(r"[0-9]{4}", deepseek, heal_prompt=True, cache_dir=False)
+    ids = deepseek(["Year: "], return_tensors="pt")["input_ids"]
+    inputs = proc.heal(ids)
+    assert inputs["input_ids"].tolist() == [ids[0, :-1].tolist()] and proc.healed.prefixes == [" "]
+    assert proc.heal(ids[0].tolist())["input_ids"].tolist() == inputs["input_ids"].tolist()
+    with pytest.raises(TypeError, match="takes the tokenizer's output"):
+        proc.heal("Year: ")

@@ -446,6 +446,13 @@ def test_quoted_and_choice_regex():
         choice_regex([])
 
 
+
+def test_choice_regex_refuses_a_string_and_non_strings():
+    with pytest.raises(TypeError, match=r"not one string: choice_regex\(\['yes'\]\)"):
+        choice_regex("yes")  # it wrote (?:y|e|s)
+    with pytest.raises(TypeError, match=r"choices must be strings, not int \(1\)"):
+        choice_regex([1, 2])
+
 def test_module_doctests():
     result = doctest.testmod(js)
     assert result.failed == 0 and result.attempted > 10

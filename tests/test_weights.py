@@ -357,3 +357,18 @@ def test_weights_follow_assisted_decoding_rollbacks(local_tok, local_model, samp
             expected += float(torch.logsumexp(logp[p_len + t - 1][allowed], 0))
             state = c.advance(state, np.array([tok_id]))
         assert s.log_weight == pytest.approx(expected, abs=1e-3)
+
+
+def test_resample_names_what_it_was_given_instead(local_tok, local_model):
+    """generate()'s output, its sequences or parse()'s strings are not Generation objects:
+    a TypeError saying what to pass (it was an AttributeError deep inside)."""
+    from hf_constrained import ChoiceProcessor, resample
+
+    proc = ChoiceProcessor(["yes", "no"], local_tok, track_weights=True, cache_dir=False)
+    out = local_model.generate(**local_tok(["Q:"], return_tensors="pt"), logits_processor=[proc],
+                               do_sample=True, top_k=0, num_return_sequences=4, max_new_tokens=6,
+                               return_dict_in_generate=True)
+    for wrong, name in [(out, type(out).__name__), (out.sequences, "Tensor"), (proc.parse(out), "str")]:
+        with pytest.raises(TypeError, match=rf"takes proc\.generations\(out\) .*not a {name}"):
+            resample(wrong, 2)
+    assert len(resample(proc.generations(out), 2)[0].sequences) == 2

@@ -217,7 +217,14 @@ def choice_regex(choices: list[str]) -> str:
     >>> import re; bool(re.fullmatch(choice_regex(["x.y"]), "xzy"))
     False
     """
+    if isinstance(choices, (str, bytes)):  # list("yes") would be the choices y, e, s
+        raise TypeError(f"choice_regex() takes a list of strings, not one string: "
+                        f"choice_regex([{choices!r}])")
     choices = list(choices)
     if not choices:
         raise ValueError("choice_regex() needs at least one choice")
+    bad = next((c for c in choices if not isinstance(c, str)), None)
+    if bad is not None:
+        raise TypeError(f"choice_regex() choices must be strings, not {type(bad).__name__} ({bad!r}); "
+                        "convert them with str() (for JSON values use JSONProcessor with an enum)")
     return _alt([_lit(c) for c in choices])
