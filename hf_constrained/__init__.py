@@ -31,7 +31,7 @@ from .constraint import Constraint
 from .processor import ConstrainedProcessor, RegexProcessor
 from .regex_constraint import RegexConstraint
 from .json_schema import SchemaError, choice_regex, schema_to_regex
-from .structured import ChoiceProcessor, JSONProcessor, Truncated
+from .structured import ChoiceProcessor, JSONProcessor, Rejected, Truncated
 from .grammar import GrammarConstraint, GrammarError, GrammarLimitError, GrammarProcessor
 from .weights import resample
 
@@ -48,6 +48,7 @@ __all__ = [
     "GrammarLimitError",
     "JSONProcessor",
     "ChoiceProcessor",
+    "Rejected",
     "Truncated",
     "schema_to_regex",
     "choice_regex",

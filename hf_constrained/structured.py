@@ -5,7 +5,8 @@ Both processors are thin layers: they turn the schema or the choices into a
 regex (:mod:`hf_constrained.json_schema`) and add :meth:`parse`, which returns
 parsed values shaped ``(samples, batch)`` like :meth:`RegexProcessor.decode`.
 A sample cut off by ``max_new_tokens`` comes back as a :class:`Truncated`
-marker instead of raising in the middle of the list.
+marker instead of raising in the middle of the list, and a document a Pydantic model
+refuses (a rule its JSON Schema does not carry) as a :class:`Rejected` marker.
 
 >>> from hf_constrained import offline
 >>> tok = offline.local_tokenizer()
@@ -48,6 +49,27 @@ class Truncated:
         return False
 
 
+@dataclass(frozen=True)
+class Rejected:
+    """A complete document that the Pydantic model refused (``model_validate_json``).
+
+    The mask follows the model's JSON Schema, and some of a model's rules are not in it: an
+    ``HttpUrl`` exports ``format: uri`` (any scheme, ``ftp://x`` included), ``dict[int, str]``
+    keys are any strings. ``text`` is the document (valid under the schema), ``error`` Pydantic's
+    ``ValidationError``. It is falsy, like :class:`Truncated`.
+
+    >>> r = Rejected('{"url":"ftp://x"}', ValueError("URL scheme should be 'http' or 'https'"))
+    >>> bool(r), r.text
+    (False, '{"url":"ftp://x"}')
+    """
+
+    text: str
+    error: Exception
+
+    def __bool__(self) -> bool:
+        return False
+
+
 def _is_model_class(obj) -> bool:
     return isinstance(obj, type) and hasattr(obj, "model_json_schema") and hasattr(obj, "model_validate_json")
 
@@ -58,7 +80,8 @@ class _ParsingProcessor(RegexProcessor):
 
     def parse(self, out, *, num_prompts: int | None = None):
         """Parsed values shaped ``(samples, batch)``; samples cut off before they were a full
-        match are :class:`Truncated` (a full match without room left for EOS is a result)."""
+        match are :class:`Truncated` (a full match without room left for EOS is a result), and
+        documents a Pydantic model refuses are :class:`Rejected`."""
         gens = self.generations(out, num_prompts=num_prompts)
         flat = []
         for g in gens:
@@ -133,7 +156,10 @@ class JSONProcessor(_ParsingProcessor):
     def _parse_one(self, text: str, prompt: int):
         schema = self.schemas[prompt if len(self.schemas) > 1 else 0]
         if _is_model_class(schema):
-            return schema.model_validate_json(text)
+            try:
+                return schema.model_validate_json(text)
+            except ValueError as e:  # pydantic.ValidationError: a rule the schema does not carry
+                return Rejected(text, e)
         return json.loads(text)
 
 

@@ -77,6 +77,40 @@ def test_pydantic_model_parse(deepseek, deepseek_model):
         assert isinstance(v, (Point, Truncated))
 
 
+def test_a_document_the_pydantic_model_refuses_is_a_rejected_marker(deepseek, deepseek_model):
+    """HttpUrl exports format: uri, so ftp://x is in the schema's language but the model refuses
+    it: parse() gives a falsy Rejected for that sample (the ValidationError aborted the grid)."""
+    pydantic = pytest.importorskip("pydantic")
+    from transformers import LogitsProcessor
+
+    from hf_constrained import Rejected
+
+    class Site(pydantic.BaseModel):
+        url: pydantic.HttpUrl
+
+    class Spell(LogitsProcessor):  # stands in for a model that writes one document per row
+        def __init__(self, docs, prompt_len):
+            self.ids = [deepseek(d, add_special_tokens=False)["input_ids"] for d in docs]
+            self.n = prompt_len
+
+        def __call__(self, input_ids, scores):
+            t = input_ids.shape[1] - self.n
+            out = torch.full_like(scores, -1e9)
+            for r, ids in enumerate(self.ids):
+                out[r, ids[t] if t < len(ids) else deepseek.eos_token_id] = 0
+            return out
+
+    proc = JSONProcessor(Site, deepseek, cache_dir=False)
+    inputs = deepseek(["Site:", "Site:"], return_tensors="pt")
+    docs = ['{"url":"ftp://x"}', '{"url":"https://example.com/"}']
+    out = deepseek_model.generate(**inputs, logits_processor=[Spell(docs, inputs["input_ids"].shape[1]), proc],
+                                  max_new_tokens=24)
+    bad, good = proc.parse(out)
+    assert isinstance(bad, Rejected) and not bad and bad.text == docs[0]
+    assert isinstance(bad.error, pydantic.ValidationError) and "scheme" in str(bad.error)
+    assert isinstance(good, Site) and str(good.url) == "https://example.com/"
+
+
 def test_choices_shared_and_per_prompt(deepseek, deepseek_model):
     cities = ["Paris", "London", "Tokyo", "New York", "Berlin", "Madrid", "Rome"]
     proc = ChoiceProcessor(cities, deepseek)
