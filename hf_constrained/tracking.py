@@ -155,9 +155,13 @@ class Record(_LazyRowHash):
     """
 
     __slots__ = ("prompt_ids", "prompt_len", "num_prompts", "prompt_starts", "max_len", "_last_hash",
-                 "_pending", "hash_len", "weights", "__weakref__")
+                 "_pending", "hash_len", "weights", "in_order", "__weakref__")
 
-    def __init__(self, prompt_ids: torch.Tensor, num_prompts: int, prompt_starts: np.ndarray):
+    def __init__(self, prompt_ids: torch.Tensor, num_prompts: int, prompt_starts: np.ndarray,
+                 in_order: bool = False):
+        # in_order: a generate() call that never reorders its rows (no beams), so its
+        # output is its last rows plus one token: identifies() is then exact (rules_out)
+        self.in_order = in_order
         self.prompt_ids = prompt_ids
         self.prompt_len = prompt_ids.shape[1]
         self.num_prompts = num_prompts
@@ -182,6 +186,14 @@ class Record(_LazyRowHash):
             return False
         head = seqs[:, : self.hash_len].to(h.device)
         return bool(torch.equal(_hash(head, _powers(self.hash_len, h.device)), h))
+
+    def rules_out(self, seqs: torch.Tensor) -> bool:
+        """Is ``seqs`` surely not this call's output? For a call that keeps its rows in order
+        (sampling, greedy, assisted), an output as wide as its last step plus one must be its
+        rows: when the hashes differ it came from another call with the same prompts."""
+        rows, width = seqs.shape
+        return (self.in_order and width == self.hash_len + 1 and self.last_hash is not None
+                and rows == len(self.last_hash) and not self.identifies(seqs))
 
     def matches(self, seqs: torch.Tensor) -> bool:
         """Could ``seqs`` (an output of generate()) come from this call? Its prompt
@@ -267,7 +279,8 @@ class Run(_LazyRowHash):
         self.last_ids = input_ids.clone()
         self._row = None  # bytes of last_ids' one row on CPU, once read (see _prev_row)
         self._prompt_row = None  # and of the prompt's (see same_prompts)
-        self.record = Record(self.last_ids, num_prompts, prompt_starts)
+        in_order = config is not None and int(getattr(config, "num_beams", 1) or 1) == 1
+        self.record = Record(self.last_ids, num_prompts, prompt_starts, in_order)
         self.hist = [(None, self.start_states.copy())]
         self._last_hash = None  # row hashes of last_ids (None when a step skipped tokens)
         self._pending = None  # last_ids while their hash is not computed yet (one-row steps)
@@ -555,7 +568,7 @@ class Calls:
             found = [rec for rec in found if rec.prompt_len]
         if len(found) > 1:  # several calls with these prompts: the one whose rows these are
             exact = [rec for rec in found if rec.identifies(seqs)]
-            found = exact or found
+            found = exact or [rec for rec in found if not rec.rules_out(seqs)]
         ways = {}
         for rec in found:
             n = int(num_prompts) if num_prompts is not None else rec.num_prompts
@@ -568,8 +581,11 @@ class Calls:
                 "used this processor")
         if len(ways) > 1:
             desc = "; ".join(f"prompt length {p}, {n} prompts" for p, n, _ in ways)
+            fix = ("pass num_prompts= with the number of prompts you gave generate(), or use one "
+                   "processor per such call") if len({p for p, _, _ in ways}) == 1 else (
+                "one call's prompt is the start of the other's output (a continuation): use one "
+                "processor per such call")
             raise GenerationConflictError(
                 f"this output matches {len(found)} generate() calls on this processor that would "
-                f"decode it differently ({desc}): pass num_prompts= with the number of prompts you "
-                "gave generate(), or use one processor per such call")
+                f"decode it differently ({desc}): {fix}")
         return found[0]

@@ -188,3 +188,41 @@ def test_steps_that_skip_tokens(monkeypatch, deepseek):
     by_tokens = proc._run
     proc(torch.tensor([prompt + digits[:4]]), torch.zeros(1, width))
     assert proc._run is not by_tokens and proc._run.prompt_len == 2 + 4
+
+
+def test_a_beam_output_is_not_given_a_later_sampled_call_with_the_same_prompt(local_tok, local_model):
+    """Both calls' prompt columns match the beam output, and the beam call cannot identify its
+    reordered rows; the sampled call keeps its rows in order, so an output as wide as its own
+    that is not its rows is not its output (its weights and setting were returned for A)."""
+    from hf_constrained import RegexProcessor
+
+    proc = RegexProcessor(r"[a-z]{30}", local_tok, track_weights=True, cache_dir=False)
+    inp = local_tok(["Answer:"], return_tensors="pt")
+    common = dict(logits_processor=[proc], max_new_tokens=4, return_dict_in_generate=True,
+                  pad_token_id=local_tok.pad_token_id)
+    torch.manual_seed(0)
+    out_a = local_model.generate(**inp, num_beams=3, num_return_sequences=2, **common)
+    before = proc.generations(out_a)[0]
+    out_b = local_model.generate(**inp, do_sample=True, top_k=0, num_return_sequences=2, **common)
+    after = proc.generations(out_a)[0]
+    assert [s.log_weight for s in after.sequences] == [s.log_weight for s in before.sequences]
+    assert not any(np.isnan(s.log_weight) for s in after.sequences)
+    assert after.weight_setting.describe() == before.weight_setting.describe()
+    assert "beam" in before.weight_setting.describe()
+    assert proc.generations(out_b)[0].weight_setting.exact  # and B still finds B
+
+
+def test_a_continuation_that_matches_an_output_says_so(local_tok, local_model):
+    from hf_constrained import RegexProcessor
+    from hf_constrained.errors import GenerationConflictError
+
+    proc = RegexProcessor(r"[a-z]{30}", local_tok, cache_dir=False)
+    inp = local_tok(["Word:"], return_tensors="pt")
+    p = inp["input_ids"].shape[1]
+    out = local_model.generate(**inp, logits_processor=[proc], num_beams=3, max_new_tokens=6,
+                               pad_token_id=local_tok.pad_token_id)
+    cont = out[:, : p + 1]
+    local_model.generate(input_ids=cont, attention_mask=torch.ones_like(cont), logits_processor=[proc],
+                         max_new_tokens=6, pad_token_id=local_tok.pad_token_id)
+    with pytest.raises(GenerationConflictError, match=r"\(a continuation\): use one processor per such call"):
+        proc.decode(out)
