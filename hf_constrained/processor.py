@@ -17,6 +17,7 @@ and ``decode()`` finds the call an output came from by its prompt columns.
 
 from __future__ import annotations
 
+import gc
 import threading
 import weakref
 
@@ -408,6 +409,14 @@ class RegexProcessor(ConstrainedProcessor):
 
         if not self.heal_prompt:
             raise GenerationConflictError("heal() needs RegexProcessor(..., heal_prompt=True)")
+        if self._calls.live():
+            gc.collect()  # a finished call's config in a reference cycle closes its run only then
+        if self._calls.live():
+            raise GenerationConflictError(
+                "heal() was called while a generate() call is using this processor (another "
+                "thread?): heal() rebuilds the processor for its prompts, which would restart that "
+                "call's pattern. A heal_prompt=True processor serves one healed batch at a time: "
+                "use one processor per thread")
         healed = heal_inputs(self.tokenizer, inputs, self.vocab)
         b = self._build
         constraint = RegexConstraint(healed.patterns(b["patterns"]), self.vocab, self.eos_token_ids,

@@ -539,6 +539,11 @@ class Calls:
         self._last = weakref.ref(run)
         return run, True
 
+    def live(self) -> int:
+        """How many generate() calls have a run here now (their generation config is alive)."""
+        with self._lock:
+            return len(self._live)
+
     def _close(self, key: int, run_ref) -> None:
         with self._lock:
             run = run_ref()

@@ -257,3 +257,46 @@ def test_heal_takes_the_input_ids_alone(deepseek):
     assert proc.heal(ids[0].tolist())["input_ids"].tolist() == inputs["input_ids"].tolist()
     with pytest.raises(TypeError, match="takes the tokenizer's output"):
         proc.heal("Year: ")
+
+
+def test_heal_while_another_thread_generates_is_refused(local_tok, local_model):
+    """heal() rebuilds the processor for its prompts; during another thread's generate() that
+    restarted the running call's pattern (a silent violation): it is refused, and the running
+    call still matches."""
+    import threading
+
+    from transformers import LogitsProcessor
+
+    pattern = r"(19|20)[0-9]{2}-[01][0-9]"
+    proc = RegexProcessor(pattern, local_tok, heal_prompt=True, cache_dir=False)
+    paused, go = threading.Event(), threading.Event()
+
+    class PauseAtStep3(LogitsProcessor):  # makes the interleaving deterministic
+        n = 0
+
+        def __call__(self, ids, scores):
+            self.n += 1
+            if self.n == 3:
+                paused.set()
+                go.wait(10)
+            return scores
+
+    res = {}
+
+    def run():
+        inputs = proc.heal(local_tok(["Date: "], return_tensors="pt"))
+        out = local_model.generate(**inputs, logits_processor=[proc, PauseAtStep3()], max_new_tokens=16,
+                                   pad_token_id=local_tok.pad_token_id)
+        res["text"] = proc.decode(out)
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert paused.wait(30)
+    try:
+        with pytest.raises(GenerationConflictError, match=r"while a generate\(\) call is using this processor"):
+            proc.heal(local_tok(["The year is 20"], return_tensors="pt"))
+    finally:
+        go.set()
+        t.join(60)
+    assert re.fullmatch(pattern, res["text"]), res
+    proc.heal(local_tok(["The year is 20"], return_tensors="pt"))  # once it is over: fine
