@@ -319,6 +319,18 @@ class Run(_LazyRowHash):
             return False
         return not by_tokens or length <= self.last_ids.shape[1] + 1
 
+    def lost_rows(self, input_ids: torch.Tensor) -> bool:
+        """Are ``input_ids`` fewer rows than this call's last step, each one of its rows (plus
+        one token)? (A loop outside generate() that dropped finished rows.)"""
+        rows, length = input_ids.shape
+        prev = self.last_ids
+        width = prev.shape[1]
+        if rows >= prev.shape[0] or length not in (width, width + 1) or length <= self.prompt_len \
+                or input_ids.device != prev.device:
+            return False  # (at the prompt's length it is a new call: the same prompts again)
+        same = (input_ids[:, None, :width] == prev[None, :, :]).all(-1)  # (rows, previous rows)
+        return bool(same.any(1).all())
+
     def same_prompts(self, input_ids: torch.Tensor) -> bool:
         """:func:`_same_prompts` of the prompt columns of ``input_ids`` (of :meth:`continues`'
         shape) and this call's prompts; one row on CPU compares their bytes (no torch op)."""
@@ -529,6 +541,13 @@ class Calls:
                 if run.continues(input_ids) and run.same_prompts(input_ids):
                     self._local.last = run
                     return run, False
+            for run in reversed(runs):
+                if run.lost_rows(input_ids):
+                    raise GenerationConflictError(
+                        f"these {input_ids.shape[0]} rows continue {run.rows} rows this processor was "
+                        "called with, with rows dropped; outside generate() each step "
+                        "must pass every row of the previous one plus one token (a finished row is "
+                        "only allowed pad/EOS: keep it), or the rest would start the pattern again")
             run = make()
             with self._lock:
                 if len(self._by_tokens) == self._by_tokens.maxlen:

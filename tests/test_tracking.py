@@ -226,3 +226,24 @@ def test_a_continuation_that_matches_an_output_says_so(local_tok, local_model):
                          max_new_tokens=6, pad_token_id=local_tok.pad_token_id)
     with pytest.raises(GenerationConflictError, match=r"\(a continuation\): use one processor per such call"):
         proc.decode(out)
+
+
+def test_a_loop_outside_generate_that_drops_rows_is_told_so(local_tok):
+    """Outside generate() rows are tracked by their tokens, a step at a time; a loop that drops
+    finished rows made the rest start the pattern again (a silent violation): it is an error.
+    The same prompts again, with fewer rows, are a new call."""
+    proc = RegexProcessor(r"ab|cd", local_tok, cache_dir=False)
+    a, c = local_tok.convert_tokens_to_ids("a"), local_tok.convert_tokens_to_ids("c")
+
+    def allowed(ids):
+        s = proc(ids, torch.zeros(ids.shape[0], len(local_tok)))
+        return [local_tok.convert_ids_to_tokens(torch.nonzero(r > -1e30).flatten().tolist()) for r in s]
+
+    prompt = local_tok(["Q:", "Q:"], return_tensors="pt")["input_ids"]
+    assert allowed(prompt) == [["a", "c"], ["a", "c"]]
+    ids = torch.cat([prompt, torch.tensor([[a], [c]])], 1)
+    assert allowed(ids) == [["b"], ["d"]]
+    for dropped in (ids[1:], torch.cat([ids[1:], torch.tensor([[local_tok.convert_tokens_to_ids("d")]])], 1)):
+        with pytest.raises(GenerationConflictError, match=r"these 1 rows continue 2 rows .* with rows dropped"):
+            allowed(dropped)
+    assert allowed(prompt[:1]) == [["a", "c"]]  # a new call with one of the prompts
