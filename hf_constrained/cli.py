@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -26,6 +27,9 @@ from contextlib import contextmanager
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
+# below it the scores divided by the temperature can overflow to inf (then NaN probabilities);
+# such a temperature samples the most likely token anyway: --greedy
+MIN_TEMPERATURE = 1e-6
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a Unix tool killed by a closed pipe reports
 
 DEMO_PROMPTS = ["Date:", "Email:", "City:"]
@@ -199,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--grammar", metavar="FILE",
                       help="context-free grammar file (Lark syntax, or GBNF with --syntax gbnf; `-` reads "
                            "stdin); outputs are sentences of the grammar")
-    gen.add_argument("--syntax", choices=["lark", "gbnf"], default="lark",
+    gen.add_argument("--syntax", choices=["lark", "gbnf"], default=None,
                      help="syntax of the --grammar file (default lark)")
     gen.add_argument("--prompt", "-p", action="append", default=[], metavar="PROMPT", dest="more_prompts",
                      help="a prompt (repeatable; an alternative to positional prompts)")
@@ -312,6 +316,9 @@ def _pick_device(requested):
     import torch
 
     if requested:
+        if requested != "auto" and _device_type(requested) == "meta":
+            raise CLIError("--device meta holds no weights or values to generate with; use cpu, "
+                           "cuda, mps or auto")
         return requested
     if torch.cuda.is_available():
         return "cuda"
@@ -319,6 +326,30 @@ def _pick_device(requested):
     if mps is not None and mps.is_available():
         return "mps"
     return "cpu"
+
+
+def _device_type(requested: str):
+    import torch
+
+    try:
+        return torch.device(requested).type
+    except (RuntimeError, ValueError):
+        return None  # not a device name: from_pretrained / .to() report it
+
+
+def _check_utf8_arguments(argv) -> None:
+    """Arguments the shell passed as bytes that are not UTF-8 arrive with lone surrogates
+    (Python's surrogateescape); nothing downstream can encode them."""
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as e:
+            byte = ord(arg[e.start]) - 0xDC00 if 0xDC80 <= ord(arg[e.start]) <= 0xDCFF else None
+            what = f"the byte 0x{byte:02x}" if byte is not None else f"the code point U+{ord(arg[e.start]):04X}"
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            raise CLIError(f"the argument {shown!r} is not "
+                           f"UTF-8 text ({what} at position {e.start}); pass UTF-8 (check the "
+                           "terminal's encoding) or put the text in a UTF-8 file") from None
 
 
 # ----------------------------------------------------------------- model location
@@ -469,9 +500,9 @@ def _generation_kwargs(args) -> dict:
                        "use --sample or --beams")
     if not sample and any(v is not None for v in (args.temperature, args.top_k, args.top_p)):
         raise CLIError("--temperature/--top-k/--top-p need sampling; add --sample")
-    if args.temperature is not None and not args.temperature > 0:
-        raise CLIError(f"--temperature must be above 0 (got {args.temperature}); for the most likely "
-                       "output use --greedy")
+    if args.temperature is not None and not MIN_TEMPERATURE <= args.temperature < math.inf:
+        raise CLIError(f"--temperature must be a finite number of at least {MIN_TEMPERATURE:g} (got "
+                       f"{args.temperature}); for the most likely output use --greedy")
     if args.top_k is not None and args.top_k < 1:
         raise CLIError(f"--top-k must be at least 1 (got {args.top_k})")
     if args.top_p is not None and not 0 < args.top_p <= 1:
@@ -497,6 +528,9 @@ def cmd_generate(args) -> int:
     if not prompts:
         raise CLIError("no prompt given; pass prompts as arguments (before --choice, or after `--`) "
                        "or with --prompt")
+    if args.syntax is not None and not args.grammar:
+        raise CLIError(f"--syntax {args.syntax} names the syntax of a --grammar file; there is none")
+    args.syntax = args.syntax or "lark"
     gen_kwargs = _generation_kwargs(args)
     if args.grammar:
         grammar = _grammar_from_args(args)
@@ -640,6 +674,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     traceback_wanted = bool(os.environ.get("HF_CONSTRAINED_TRACEBACK"))
     try:
+        _check_utf8_arguments(argv)
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.command is None:

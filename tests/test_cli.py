@@ -162,7 +162,15 @@ def _one_line(err):
     (["generate", "--model", "M", "--json-schema", "/no/such/schema.json", "p"], "cannot read"),
     (["frobnicate"], "invalid choice"),
     (["generate", "--model", "M", "--regex", "a", "--seed", "-1", "p"], "--seed must be between"),
-    (["generate", "--model", "M", "--regex", "a", "--sample", "--temperature", "0", "p"], "--temperature must be above 0"),
+    (["generate", "--model", "M", "--regex", "a", "--sample", "--temperature", "0", "p"], "--temperature must be a finite"),
+    # inf, or so small that the scores divided by it overflow (NaN probabilities in torch)
+    (["generate", "--model", "M", "--regex", "a", "--sample", "--temperature", "inf", "p"], "(got inf)"),
+    (["generate", "--model", "M", "--regex", "a", "--sample", "--temperature", "1e-40", "p"], "at least 1e-06"),
+    (["generate", "--model", "M", "--regex", "a", "--device", "meta", "p"], "--device meta holds no"),
+    # a non-UTF-8 byte from the shell arrives as a lone surrogate (surrogateescape)
+    (["generate", "--model", "M", "--regex", "[a-z]", "caf\udce9"], "is not UTF-8 text (the byte 0xe9"),
+    (["generate", "--model", "M", "--regex", "\udcff", "p"], "(the byte 0xff at position 0)"),
+    (["generate", "--model", "M", "--regex", "a", "--syntax", "gbnf", "p"], "there is none"),
     (["generate", "--model", "M", "--regex", "a", "--sample", "--top-k", "-1", "p"], "--top-k must be at least 1"),
     (["generate", "--model", "M", "--regex", "a", "--sample", "--top-p", "1.5", "p"], "--top-p must be in"),
     (["demo", "--seed", str(2 ** 32)], "--seed must be between"),
