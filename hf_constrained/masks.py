@@ -621,6 +621,14 @@ def make_masks(layout: str, constraint, width: int, device) -> MaskLayout:
     vocab = getattr(constraint, "vocab", None)
     if vocab is not None:
         _check_width(vocab, int(width))
+    eos = [int(e) for e in np.asarray(getattr(constraint, "eos_token_ids", ())).reshape(-1).tolist()]
+    if eos and min(eos) >= int(width):
+        from .errors import GenerationConflictError
+        raise GenerationConflictError(
+            f"the scores have {int(width)} columns (the model's vocabulary), but every EOS id "
+            f"({', '.join(map(str, sorted(eos)))}) lies beyond them: a finished row would be left "
+            "with no token (a token added to the tokenizer but not to the model); call "
+            "model.resize_token_embeddings(len(tokenizer)), or pass eos_token_id= an id the model has")
     return cls(constraint, width, device)
 
 

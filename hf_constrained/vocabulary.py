@@ -126,6 +126,13 @@ def _piece_decoder(tokenizer):
         if getattr(tokenizer, "sp_model", None) is not None:
             piece_bytes, strip = _slow_sentencepiece(tokenizer)
             return "sentencepiece-slow", piece_bytes, strip
+        backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
+        if backend is not None:  # a fast tokenizer whose tokenizers backend has no decoder
+            raise UnsupportedTokenizerError(
+                f"{type(tokenizer).__name__} is a fast tokenizer whose tokenizers backend has no "
+                "decoder (backend_tokenizer.decoder is None), so what its tokens spell is unknown; "
+                "set one (e.g. tokenizers.decoders.ByteLevel() for a byte-level BPE, "
+                "decoders.Metaspace() for SentencePiece pieces)")
         raise UnsupportedTokenizerError(
             f"{type(tokenizer).__name__} is a slow tokenizer without a SentencePiece model or a fast "
             f"(tokenizers) backend, so its tokens cannot be mapped to bytes; {_FAST_FIX}"
@@ -260,15 +267,30 @@ class Vocabulary:
     def eos_ids(self, eos_token_id=None) -> list:
         """The EOS ids to use: ``eos_token_id`` (an id or a list of ids), else the tokenizer's.
 
-        >>> vocab = Vocabulary.from_token_bytes([b"a", b"b"], eos_token_ids=(1,))
-        >>> vocab.eos_ids(), vocab.eos_ids(0), vocab.eos_ids([0, 1])
-        ([1], [0], [0, 1])
+        A given id that is a text token is refused: the masks would offer it as text where the
+        pattern goes on, generation would stop on it there, and its text would stay in the output.
+
+        >>> vocab = Vocabulary.from_token_bytes([None, b"a", None], eos_token_ids=(2,))
+        >>> vocab.eos_ids(), vocab.eos_ids(0), vocab.eos_ids([0, 2])
+        ([2], [0], [0, 2])
+        >>> vocab.eos_ids([0, 1])
+        Traceback (most recent call last):
+        ...
+        hf_constrained.errors.GenerationConflictError: eos_token_id 1 is the text token b'a': generation stops on it wherever it is sampled, in the middle of a match too, and leaves its text in the output; pass only end-of-sequence (special) tokens as eos_token_id: the pattern decides where the text ends (write the text into the pattern if the output should end with it)
         """
         if eos_token_id is None:
             return list(self.default_eos_ids)
-        if isinstance(eos_token_id, int):
-            return [eos_token_id]
-        return [int(e) for e in eos_token_id]
+        ids = [eos_token_id] if isinstance(eos_token_id, int) else [int(e) for e in eos_token_id]
+        for e in ids:
+            if 0 <= e < len(self.tok_len) and self.tok_len[e] > 0:
+                from .errors import GenerationConflictError
+                raise GenerationConflictError(
+                    f"eos_token_id {e} is the text token {self.token_bytes[e]!r}: generation stops on "
+                    "it wherever it is sampled, in the middle of a match too, and leaves its text in the "
+                    "output; pass only end-of-sequence (special) tokens as eos_token_id: the pattern "
+                    "decides where the text ends (write the text into the pattern if the output should "
+                    "end with it)")
+        return ids
 
     def export(self) -> dict:
         out = {k: getattr(self, k) for k in self._TRIE_ARRAYS}
@@ -321,8 +343,12 @@ class Vocabulary:
         folder = disk.resolve_cache_dir(cache_dir)
         key = path = None
         if folder is not None:
+            # the decoder chain too: verify_against() checks it and a disk hit skips that check
+            # (two tokenizers with the same pieces and different decoders differ)
+            decoder = json.dumps(_decoder_spec(tokenizer), sort_keys=True)
             key = disk.digest("vocab", kind, strip, size, "\x00".join(p if p is not None else "\x01" for p in pieces),
-                              np.nonzero(~usable)[0])
+                              np.nonzero(~usable)[0], decoder, type(tokenizer).__name__,
+                              bool(getattr(tokenizer, "clean_up_tokenization_spaces", False)))
             path = folder / f"vocab-{key[:40]}.npy"
             arrays = disk.load(path, key)
             if arrays is not None:
@@ -370,6 +396,15 @@ class Vocabulary:
         plain = np.flatnonzero((lens > 0) & (first > 0x20) & (first < 0x7F))[:limit]
         pairs = [[int(a)] for a in spacey]
         pairs += [[int(a), int(b)] for a in spacey for b in list(spaced) + list(plain)]
+        if self.strip_leading_space and len(self.flat):
+            # a first token with a space past its first byte ("▁of▁the", "▁▁▁"): a tokenizers
+            # Metaspace decoder drops every "▁" of the first token, not only a leading one
+            order = np.argsort(self.tok_off, kind="stable")
+            order = order[self.tok_len[order] > 0]
+            at = np.flatnonzero(self.flat == 0x20)
+            owner = order[np.maximum(np.searchsorted(self.tok_off[order], at, side="right") - 1, 0)]
+            inner = (at > self.tok_off[owner]) & (at < self.tok_off[owner] + self.tok_len[owner])
+            pairs += [[int(t)] for t in np.unique(owner[inner])[:limit]]
         return pairs
 
     def verify_against(self, tokenizer, samples: int = 64, seed: int = 0) -> None:

@@ -445,6 +445,23 @@ def test_scores_narrower_than_the_text_ids_are_refused(local_tok, deepseek):
     assert int(text_ids[-1]) + 1 < len(deepseek)   # DeepSeek's special tokens come last
 
 
+
+def test_every_eos_id_beyond_the_scores_is_refused(local_tok):
+    """An EOS added to the tokenizer but not to the model lies past the logits: a finished row
+    was left with no finite score (sampling then failed inside torch); now the error says so.
+    One EOS id inside the width is enough."""
+    import copy
+
+    tok = copy.deepcopy(local_tok)
+    width = len(tok)
+    tok.add_special_tokens({"eos_token": "<|myeos|>"})
+    assert tok.eos_token_id == width
+    proc = RegexProcessor(r"ab|cd", tok, cache_dir=False)
+    with pytest.raises(GenerationConflictError, match=rf"every EOS id \({width}\) lies beyond them"):
+        proc(torch.tensor([[1, 2]]), torch.zeros(1, width))
+    ok = RegexProcessor(r"ab|cd", tok, cache_dir=False, eos_token_id=[local_tok.eos_token_id, width])
+    assert torch.isfinite(ok(torch.tensor([[1, 2]]), torch.zeros(1, width))).any()
+
 def test_called_with_wrong_shapes(local_tok):
     proc = RegexProcessor(r"(yes|no)", local_tok, cache_dir=False)
     for ids, scores in ((torch.tensor([1, 2]), torch.zeros(len(local_tok))),

@@ -112,3 +112,92 @@ def test_tokenizer_encodings_round_trip(request, name):
         if vocab.strip_leading_space and raw.startswith(" "):
             raw = raw[1:]
         assert raw == tok.decode(ids, clean_up_tokenization_spaces=False), (text, raw)
+
+
+# ---------------------------------------------------------------------------
+# tokenizers built here with the tokenizers library (what a user's own may look like)
+# ---------------------------------------------------------------------------
+
+def _unigram(pieces, decoder, *, normalizer=None, pre_tokenizer=None, byte_fallback=False):
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.Unigram([(p, -1.0) for p in pieces], unk_id=2, byte_fallback=byte_fallback))
+    if normalizer is not None:
+        tk.normalizer = normalizer
+    if pre_tokenizer is not None:
+        tk.pre_tokenizer = pre_tokenizer
+    tk.decoder = decoder
+    return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+                                   clean_up_tokenization_spaces=False)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def test_a_metaspace_first_token_with_inner_spaces_is_refused():
+    """tokenizers' Metaspace decoder drops every "▁" of the first token ("▁of▁the" -> "ofthe"),
+    not only a leading one; the first-space rule assumes one: refused, not followed wrongly."""
+    from tokenizers import decoders, pre_tokenizers
+
+    from hf_constrained import UnsupportedTokenizerError
+
+    pieces = ["</s>", "<pad>", "<unk>", "▁"] + list(_LETTERS) + ["▁" + c for c in _LETTERS]
+    pieces += ["▁" + a + b for a in _LETTERS for b in _LETTERS] + ["▁of▁the"]
+    tok = _unigram(pieces, decoders.Metaspace(prepend_scheme="always", split=False),
+                   pre_tokenizer=pre_tokenizers.Metaspace(prepend_scheme="always", split=False))
+    assert tok.decode([tok.convert_tokens_to_ids("▁of▁the")]) == "ofthe"
+    with pytest.raises(UnsupportedTokenizerError, match=r"tokens \['▁of▁the'\]\) gives 'ofthe'"):
+        Vocabulary.from_tokenizer(tok, cache_dir=False)
+
+
+def test_the_disk_cache_of_a_vocabulary_depends_on_the_decoder(tmp_path):
+    """Two tokenizers with the same pieces and different decoder chains: the one whose decode
+    cannot be mapped is refused with the other's vocabulary on disk too (the key left the
+    decoder out, and a disk hit skipped the check)."""
+    from tokenizers import decoders, normalizers
+
+    from hf_constrained import UnsupportedTokenizerError
+
+    pieces = ["</s>", "<pad>", "<unk>"] + [f"<0x{i:02X}>" for i in range(256)] + ["▁"] + list(_LETTERS) \
+        + ["▁" + c for c in _LETTERS] + ["▁" + a + b for a in _LETTERS for b in _LETTERS]
+    norm = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    R, BF, F, S = decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)
+    good = _unigram(pieces, decoders.Sequence([R, BF, F, S]), normalizer=norm, byte_fallback=True)
+    bad = _unigram(pieces, decoders.Sequence([R, BF, S]), normalizer=norm, byte_fallback=True)  # no Fuse
+    ab = [bad.convert_tokens_to_ids(t) for t in ["▁ab", "▁cd"]]
+    assert bad.decode(ab) == "abcd" and good.decode(ab) == "ab cd"
+    Vocabulary._cache.clear()
+    Vocabulary.from_tokenizer(good, cache_dir=tmp_path)
+    assert list(tmp_path.glob("vocab-*.npy"))
+    Vocabulary._cache.clear()
+    with pytest.raises(UnsupportedTokenizerError, match="cannot be mapped to bytes exactly"):
+        Vocabulary.from_tokenizer(bad, cache_dir=tmp_path)
+
+
+def test_a_fast_tokenizer_without_a_decoder_is_named_as_such():
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from hf_constrained import UnsupportedTokenizerError
+
+    tk = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tk.train_from_iterator(["hello world the end"] * 50, trainer=trainers.WordPieceTrainer(
+        vocab_size=100, special_tokens=["[UNK]", "[SEP]", "[PAD]"], show_progress=False))
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]")
+    with pytest.raises(UnsupportedTokenizerError, match=r"is a fast tokenizer whose tokenizers backend has no decoder"):
+        Vocabulary.from_tokenizer(tok, cache_dir=False)
+
+
+def test_an_eos_id_that_is_a_text_token_is_refused(local_tok):
+    """Generation stops on an EOS id wherever it is sampled; a text token (".") given as one was
+    also offered as text in the middle of a match, so rows ended in "5." (not a match)."""
+    from hf_constrained import GenerationConflictError, GrammarProcessor, RegexProcessor
+
+    dot = local_tok.convert_tokens_to_ids(".")
+    for make in (lambda: RegexProcessor(r"[0-9]+(\.[0-9]+)?", local_tok, cache_dir=False,
+                                        eos_token_id=[local_tok.eos_token_id, dot]),
+                 lambda: GrammarProcessor('start: /[0-9]+/', local_tok, cache_dir=False, eos_token_id=dot)):
+        with pytest.raises(GenerationConflictError, match=rf"eos_token_id {dot} is the text token b'\.'"):
+            make()
