@@ -591,7 +591,8 @@ class SparseMasks(MaskLayout):
         kept = np.flatnonzero(keep)
         if len(kept):
             idx = self._flat_index(kept, rows[kept])
-            vals = torch.index_select(flat, 0, idx, out=self._scratch("vals", len(idx), scores.dtype))
+            vals = torch.index_select(flat, 0, idx) if scores.requires_grad else \
+                torch.index_select(flat, 0, idx, out=self._scratch("vals", len(idx), scores.dtype))  # (autograd refuses out=)
             if len(kept) == len(rows):
                 scores.fill_(ninf)
             else:

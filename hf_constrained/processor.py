@@ -139,6 +139,13 @@ class ConstrainedProcessor(LogitsProcessor):
         after each generate() call). Returns True if something was written."""
         return self._cache.save()
 
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            f"{type(self).__name__} cannot be pickled or copied: it holds the shared index and its "
+            "locks, and the tracking of running generate() calls; build one in each process that "
+            "needs one (with the disk cache on, construction there reads the masks from disk), and "
+            "share one processor between threads")
+
     # ------------------------------------------------------------ call
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if input_ids.dim() != 2 or scores.dim() != 2 or len(input_ids) != len(scores):

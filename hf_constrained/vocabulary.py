@@ -61,6 +61,23 @@ def bytes_to_unicode() -> dict[int, str]:
 _BYTE_DECODER = {c: b for b, c in bytes_to_unicode().items()}
 
 
+def _token_ids(value, what: str) -> list:
+    """``value`` (an id, a list of ids, a numpy array or a tensor of them) as a list of ints.
+
+    >>> _token_ids(np.int64(3), "x"), _token_ids([1, np.int32(2)], "x")
+    ([3], [1, 2])
+    """
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
+        value = value.tolist()  # numpy scalars and arrays, tensors (0-d too)
+    items = value if isinstance(value, (list, tuple, set, frozenset, range)) else [value]
+    out = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{what} must be a token id (an int) or a list of them, not {value!r}")
+        out.append(int(v))
+    return out
+
+
 def _decoder_spec(tokenizer) -> dict | None:
     backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
     if backend is None or backend.decoder is None:
@@ -280,9 +297,14 @@ class Vocabulary:
         """
         if eos_token_id is None:
             return list(self.default_eos_ids)
-        ids = [eos_token_id] if isinstance(eos_token_id, int) else [int(e) for e in eos_token_id]
+        ids = _token_ids(eos_token_id, "eos_token_id")
         for e in ids:
-            if 0 <= e < len(self.tok_len) and self.tok_len[e] > 0:
+            if e < 0:
+                from .errors import GenerationConflictError
+                raise GenerationConflictError(
+                    f"eos_token_id {e} is negative; token ids count from 0 (a negative one would "
+                    "index from the end of the scores: a text token)")
+            if e < len(self.tok_len) and self.tok_len[e] > 0:
                 from .errors import GenerationConflictError
                 raise GenerationConflictError(
                     f"eos_token_id {e} is the text token {self.token_bytes[e]!r}: generation stops on "

@@ -468,3 +468,47 @@ def test_called_with_wrong_shapes(local_tok):
                         (torch.tensor([[1, 2]]), torch.zeros(2, len(local_tok)))):
         with pytest.raises(GenerationConflictError, match="input_ids \\(rows, length\\) and scores"):
             proc(ids, scores)
+
+
+def test_eos_token_id_forms(local_tok):
+    """An id as a numpy int or a 0-d tensor is an id; a negative one (it indexed the last column,
+    a text token, as EOS) and a bool are refused."""
+    eos = local_tok.eos_token_id
+    for e in (np.int64(eos), torch.tensor(eos), [np.int32(eos)], torch.tensor([eos])):
+        assert RegexProcessor(r"[a-z]{2}", local_tok, eos_token_id=e, cache_dir=False).eos_token_ids == [eos]
+    for e in (-1, [eos, -1]):
+        with pytest.raises(GenerationConflictError, match=r"eos_token_id -1 is negative"):
+            RegexProcessor(r"[a-z]{2}", local_tok, eos_token_id=e, cache_dir=False)
+    with pytest.raises(TypeError, match=r"eos_token_id must be a token id \(an int\) or a list of them, not True"):
+        RegexProcessor(r"[a-z]{2}", local_tok, eos_token_id=True, cache_dir=False)
+
+
+@pytest.mark.parametrize("layout", ["packed", "sparse"])
+def test_scores_that_require_grad_are_masked_and_backpropagate(local_tok, local_model, layout):
+    """A decoding loop of one's own without torch.no_grad(): the sparse layout's several-row path
+    used index_select(out=...), which autograd refuses."""
+    ids = local_tok(["Code:"], return_tensors="pt")["input_ids"].repeat(2, 1)
+    logits = local_model(ids).logits[:, -1]
+    assert logits.requires_grad
+    proc = RegexProcessor(r"[a-z]{2}[0-9]{3}", local_tok, cache_dir=False, mask_layout=layout)
+    out = proc(ids, logits)
+    allowed = torch.isfinite(out)
+    assert allowed.sum(1).tolist() == [allowed[0].sum().item()] * 2 and allowed[0].sum() > 0
+    logits.retain_grad()
+    out[allowed].sum().backward()
+    assert torch.equal(logits.grad != 0, allowed)
+
+
+def test_processors_refuse_pickling_and_copying_with_a_reason(local_tok):
+    import copy
+    import pickle
+
+    from hf_constrained import ChoiceProcessor, GrammarProcessor, JSONProcessor
+
+    for proc in (RegexProcessor(r"[0-9]{3}", local_tok, cache_dir=False),
+                 JSONProcessor({"type": "integer"}, local_tok, cache_dir=False),
+                 ChoiceProcessor(["yes", "no"], local_tok, cache_dir=False),
+                 GrammarProcessor('start: "a"+', local_tok, cache_dir=False)):
+        for fn in (copy.deepcopy, copy.copy, pickle.dumps):
+            with pytest.raises(TypeError, match=rf"{type(proc).__name__} cannot be pickled or copied: .*in each process"):
+                fn(proc)
