@@ -225,10 +225,11 @@ def locked(path: Path, wait_s: float | None = None):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            waited = _wait_for_lock(fd, LOCK_WAIT_S if wait_s is None else wait_s)
+            limit = LOCK_WAIT_S if wait_s is None else wait_s
+            waited = _wait_for_lock(fd, limit)
             if waited is None:
                 warnings.warn(f"{path}.lock is still held by another process after "
-                              f"{LOCK_WAIT_S if wait_s is None else wait_s:g} s; going on without "
+                              f"{limit:g} s; going on without "
                               "it (set hf_constrained.cache.LOCK_WAIT_S to wait longer)",
                               RuntimeWarning, stacklevel=3)
         yield waited

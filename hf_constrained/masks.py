@@ -619,32 +619,32 @@ def make_masks(layout: str, constraint, width: int, device) -> MaskLayout:
     if cls is None:
         raise ValueError(f"mask_layout must be 'packed' or 'sparse' (or None for the device's "
                          f"default), not {layout!r}")
-    vocab = getattr(constraint, "vocab", None)
-    if vocab is not None:
-        _check_width(vocab, int(width))
-    eos = [int(e) for e in np.asarray(getattr(constraint, "eos_token_ids", ())).reshape(-1).tolist()]
-    if eos and min(eos) >= int(width):
-        from .errors import GenerationConflictError
-        raise GenerationConflictError(
-            f"the scores have {int(width)} columns (the model's vocabulary), but every EOS id "
-            f"({', '.join(map(str, sorted(eos)))}) lies beyond them: a finished row would be left "
-            "with no token (a token added to the tokenizer but not to the model); call "
-            "model.resize_token_embeddings(len(tokenizer)), or pass eos_token_id= an id the model has")
+    _check_width(getattr(constraint, "vocab", None), int(width),
+                 np.asarray(getattr(constraint, "eos_token_ids", ()), dtype=np.int64).reshape(-1))
     return cls(constraint, width, device)
 
 
-def _check_width(vocab, width: int) -> None:
+def _check_width(vocab, width: int, eos_ids: np.ndarray) -> None:
     """Refuse logits narrower than the ids that spell text: the masks would then be cut to a
     vocabulary the model does not have (a tokenizer for another model; tokens added to the
     tokenizer but not to the model), and a row whose allowed tokens all lie beyond the width
     would be left with none. Narrower by special tokens only (a pad token added to the
-    tokenizer) is fine: those are never allowed."""
+    tokenizer) is fine: those are never allowed, except EOS, of which one must fit."""
+    from .errors import GenerationConflictError
+
+    if len(eos_ids) and int(eos_ids.min()) >= width:
+        raise GenerationConflictError(
+            f"the scores have {width} columns (the model's vocabulary), but every EOS id "
+            f"({', '.join(map(str, sorted(eos_ids.tolist())))}) lies beyond them: a finished row would "
+            "be left with no token (a token added to the tokenizer but not to the model); call "
+            "model.resize_token_embeddings(len(tokenizer)), or pass eos_token_id= an id the model has")
+    if vocab is None:
+        return
     last = getattr(vocab, "_last_text_id", None)
     if last is None:
         text_ids = np.flatnonzero(vocab.tok_len)
         last = vocab._last_text_id = int(text_ids[-1]) if len(text_ids) else -1
     if width <= last:
-        from .errors import GenerationConflictError
         raise GenerationConflictError(
             f"the scores have {width} columns (the model's vocabulary), but the tokenizer spells "
             f"text with ids up to {last} ({vocab.size} ids): the masks would not fit this model. "

@@ -160,7 +160,7 @@ class Record(_LazyRowHash):
     def __init__(self, prompt_ids: torch.Tensor, num_prompts: int, prompt_starts: np.ndarray,
                  in_order: bool = False):
         # in_order: a generate() call that never reorders its rows (no beams), so its
-        # output is its last rows plus one token: identifies() is then exact (rules_out)
+        # output is its last rows plus one token: identifies() is then exact (identifies_surely)
         self.in_order = in_order
         self.prompt_ids = prompt_ids
         self.prompt_len = prompt_ids.shape[1]
@@ -187,13 +187,13 @@ class Record(_LazyRowHash):
         head = seqs[:, : self.hash_len].to(h.device)
         return bool(torch.equal(_hash(head, _powers(self.hash_len, h.device)), h))
 
-    def rules_out(self, seqs: torch.Tensor) -> bool:
-        """Is ``seqs`` surely not this call's output? For a call that keeps its rows in order
-        (sampling, greedy, assisted), an output as wide as its last step plus one must be its
-        rows: when the hashes differ it came from another call with the same prompts."""
+    def identifies_surely(self, seqs: torch.Tensor) -> bool:
+        """Is :meth:`identifies` conclusive for ``seqs``? For a call that keeps its rows in
+        order (sampling, greedy, assisted), an output as wide as its last step plus one must be
+        its rows: when the hashes differ it came from another call with the same prompts."""
         rows, width = seqs.shape
         return (self.in_order and width == self.hash_len + 1 and self.last_hash is not None
-                and rows == len(self.last_hash) and not self.identifies(seqs))
+                and rows == len(self.last_hash))
 
     def matches(self, seqs: torch.Tensor) -> bool:
         """Could ``seqs`` (an output of generate()) come from this call? Its prompt
@@ -592,7 +592,8 @@ class Calls:
             found = [rec for rec in found if rec.prompt_len]
         if len(found) > 1:  # several calls with these prompts: the one whose rows these are
             exact = [rec for rec in found if rec.identifies(seqs)]
-            found = exact or [rec for rec in found if not rec.rules_out(seqs)]
+            # none identifies them: drop the calls for which that is conclusive
+            found = exact or [rec for rec in found if not rec.identifies_surely(seqs)]
         ways = {}
         for rec in found:
             n = int(num_prompts) if num_prompts is not None else rec.num_prompts

@@ -38,7 +38,7 @@ import weakref
 import numpy as np
 
 from . import cache as disk
-from .errors import UnsupportedTokenizerError
+from .errors import GenerationConflictError, UnsupportedTokenizerError
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -78,8 +78,13 @@ def _token_ids(value, what: str) -> list:
     return out
 
 
+def _backend(tokenizer):
+    """The ``tokenizers.Tokenizer`` behind a fast tokenizer, or None."""
+    return getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
+
+
 def _decoder_spec(tokenizer) -> dict | None:
-    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
+    backend = _backend(tokenizer)
     if backend is None or backend.decoder is None:
         return None
     return json.loads(backend.decoder.__getstate__())
@@ -143,8 +148,7 @@ def _piece_decoder(tokenizer):
         if getattr(tokenizer, "sp_model", None) is not None:
             piece_bytes, strip = _slow_sentencepiece(tokenizer)
             return "sentencepiece-slow", piece_bytes, strip
-        backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
-        if backend is not None:  # a fast tokenizer whose tokenizers backend has no decoder
+        if _backend(tokenizer) is not None:  # a fast tokenizer whose tokenizers backend has no decoder
             raise UnsupportedTokenizerError(
                 f"{type(tokenizer).__name__} is a fast tokenizer whose tokenizers backend has no "
                 "decoder (backend_tokenizer.decoder is None), so what its tokens spell is unknown; "
@@ -300,12 +304,10 @@ class Vocabulary:
         ids = _token_ids(eos_token_id, "eos_token_id")
         for e in ids:
             if e < 0:
-                from .errors import GenerationConflictError
                 raise GenerationConflictError(
                     f"eos_token_id {e} is negative; token ids count from 0 (a negative one would "
                     "index from the end of the scores: a text token)")
             if e < len(self.tok_len) and self.tok_len[e] > 0:
-                from .errors import GenerationConflictError
                 raise GenerationConflictError(
                     f"eos_token_id {e} is the text token {self.token_bytes[e]!r}: generation stops on "
                     "it wherever it is sampled, in the middle of a match too, and leaves its text in the "

@@ -140,23 +140,20 @@ _LOOKBEHIND_FREE = {
     r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\.)*"',
     r'.*?(?<!\\)(\\\\)*?': r'(?:[^\\\n]|\\.)*',
 }
+
+
+@functools.cache
 def _cased_chars() -> str:
     """Every code point that has a case (``_sre.unicode_iscased``, what ``re`` consults: 2,927
     on Python 3.11), built once per process (~30 ms): the only candidates, besides a character
     itself, that ``re.IGNORECASE`` can match for a character."""
-    global _CASED
-    if _CASED is None:
-        try:
-            from _sre import unicode_iscased as cased
-        except ImportError:  # pragma: no cover - CPython has it; full mappings are a superset
-            def cased(cp):
-                c = chr(cp)
-                return c.lower() != c or c.upper() != c
-        _CASED = "".join(chr(cp) for cp in range(0x110000) if cased(cp))
-    return _CASED
-
-
-_CASED = None
+    try:
+        from _sre import unicode_iscased as cased
+    except ImportError:  # pragma: no cover - CPython has it; full mappings are a superset
+        def cased(cp):
+            c = chr(cp)
+            return c.lower() != c or c.upper() != c
+    return "".join(chr(cp) for cp in range(0x110000) if cased(cp))
 
 
 @functools.lru_cache(maxsize=4096)
