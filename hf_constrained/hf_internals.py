@@ -93,6 +93,26 @@ def _processor_list(proc):
     return None
 
 
+def _forced_first_token(proc, config):
+    """The token id a ``ForcedBOSTokenLogitsProcessor`` forces at this step, or None.
+
+    transformers adds that processor for ``forced_bos_token_id`` (mBART, NLLB, M2M100 and
+    BART checkpoints set it: the target language's code, ``<s>``); at a sequence length of 1
+    (an encoder-decoder's decoder start token) it sets every score but that token's to -inf,
+    whichever processors run before or after it. Returns the id when ``config`` sets it and
+    the list calling ``proc`` holds such a processor for it (same on 4.46 to 5.x, tested per
+    version); None otherwise (outside generate(), no such processor, an unknown version).
+    """
+    forced = getattr(config, "forced_bos_token_id", None) if config is not None else None
+    if forced is None:
+        return None
+    owner = _processor_list(proc)
+    if owner is None or not any(type(p).__name__ == "ForcedBOSTokenLogitsProcessor"
+                                and getattr(p, "bos_token_id", None) == forced for p in owner):
+        return None
+    return int(forced)
+
+
 def _length_guard_ban(p, length: int):
     """EOS ids a min-length processor bans at this sequence length (None if inactive or unknown)."""
     name = type(p).__name__

@@ -111,12 +111,15 @@ def mistral_tokenizer():
 
 def tiny_model(tokenizer, arch: str = "llama", *, seed: int = 0, hidden: int = 32, layers: int = 1,
                vocab_size: int | None = None):
-    """A tiny random-weight causal LM whose vocabulary fits ``tokenizer``.
+    """A tiny random-weight causal LM whose vocabulary fits ``tokenizer``; ``arch``
+    ``"t5"`` or ``"bart"``: an encoder-decoder (the decoder starts from the pad token
+    for T5, from EOS for BART, as the real checkpoints do).
 
     ``vocab_size`` may exceed ``len(tokenizer)`` to mimic padded embeddings.
     """
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    from transformers import (BartConfig, BartForConditionalGeneration, GPT2Config, GPT2LMHeadModel,
+                              LlamaConfig, LlamaForCausalLM, T5Config, T5ForConditionalGeneration)
 
     torch.manual_seed(seed)
     v = vocab_size or len(tokenizer)
@@ -132,8 +135,19 @@ def tiny_model(tokenizer, arch: str = "llama", *, seed: int = 0, hidden: int = 3
         cfg = GPT2Config(vocab_size=v, n_embd=hidden, n_layer=layers, n_head=2, n_positions=2048,
                          eos_token_id=eos, pad_token_id=pad, bos_token_id=bos)
         model = GPT2LMHeadModel(cfg)
+    elif arch == "t5":
+        cfg = T5Config(vocab_size=v, d_model=hidden, d_kv=hidden // 2, d_ff=2 * hidden, num_layers=layers,
+                       num_heads=2, eos_token_id=eos, pad_token_id=pad, decoder_start_token_id=pad)
+        model = T5ForConditionalGeneration(cfg)
+    elif arch == "bart":
+        cfg = BartConfig(vocab_size=v, d_model=hidden, encoder_layers=layers, decoder_layers=layers,
+                         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=2 * hidden,
+                         decoder_ffn_dim=2 * hidden, max_position_embeddings=2048, eos_token_id=eos,
+                         pad_token_id=pad, bos_token_id=bos, decoder_start_token_id=eos,
+                         forced_bos_token_id=None, forced_eos_token_id=None)
+        model = BartForConditionalGeneration(cfg)
     else:
-        raise ValueError(f"arch must be 'llama' or 'gpt2', not {arch!r}")
+        raise ValueError(f"arch must be 'llama', 'gpt2', 't5' or 'bart', not {arch!r}")
     model.generation_config.pad_token_id = pad
     model.generation_config.eos_token_id = eos
     return model.eval()

@@ -106,6 +106,7 @@ class ConstrainedProcessor(LogitsProcessor):
         self._tables_lock = threading.Lock()
         self._last_masks = None
         self._cacheable = bool(getattr(constraint, "cacheable", True))
+        self._forced: dict = {}  # id(GenerationConfig) -> (ref, token) of a step left to forced_bos_token_id
 
     # ------------------------------------------------------------ hooks
     def _warm(self) -> None:
@@ -154,6 +155,8 @@ class ConstrainedProcessor(LogitsProcessor):
                 f"vocabulary), not shapes {tuple(input_ids.shape)} and {tuple(scores.shape)}; "
                 "add the batch dimension (e.g. input_ids[None], scores[None])")
         config = hf_internals._find_generation_config()
+        if input_ids.shape[-1] == 1 and config is not None and self._forced_step(config):
+            return scores  # forced_bos_token_id decides this step: that token joins the prompt
         if hf_internals.LEGACY_BEAM_SAMPLING and (config is None or (
                 getattr(config, "do_sample", False) and (getattr(config, "num_beams", 1) or 1) > 1)):
             hf_internals._legacy_beam_sampling_guard()  # see its docstring
@@ -161,9 +164,47 @@ class ConstrainedProcessor(LogitsProcessor):
         states = run.start_states if new else run.advance(input_ids)
         return self._apply(run, scores, states, input_ids.shape[-1])
 
+    def _forced_step(self, config) -> bool:
+        """True when ``forced_bos_token_id`` forces this first decoder step (an encoder-decoder's
+        decoder holds only its start token) to a special token other than EOS, as mBART, NLLB,
+        M2M100 and BART checkpoints do. The step is left to that processor and the token
+        becomes part of the prompt: the pattern starts after it (special tokens are left out
+        of the text). The next step checks that every row took it. A forced EOS or text token
+        is masked as any other step (and conflicts unless the pattern allows it there)."""
+        forced = hf_internals._forced_first_token(self, config)
+        if forced is None or forced in self.eos_token_ids or forced not in self._special_ids:
+            return False
+        key = id(config)
+        self._forced[key] = (weakref.ref(config, lambda _r, k=key: self._forced.pop(k, None)), forced)
+        return True
+
+    @property
+    def _special_ids(self) -> frozenset:
+        ids = getattr(self, "_special_ids_cache", None)
+        if ids is None:
+            ids = self._special_ids_cache = frozenset(int(i) for i in getattr(self.tokenizer, "all_special_ids", ()))
+        return ids
+
+    def _check_forced_step(self, input_ids: torch.Tensor, config) -> bool:
+        """After a step left to ``forced_bos_token_id`` (:meth:`_forced_step`), every row must
+        hold that token; True when this call follows such a step."""
+        got = self._forced.pop(id(config), None) if config is not None else None
+        if got is None or got[0]() is not config:
+            return False
+        forced = got[1]
+        if input_ids.shape[-1] != 2 or not bool((input_ids[:, -1] == forced).all()):
+            raise GenerationConflictError(
+                f"forced_bos_token_id={forced} forced the first decoder step, which this processor "
+                "left unmasked, but a row did not take that token (another logits processor changed "
+                "that step's scores); remove that processor or forced_bos_token_id")
+        return True
+
     def _start_run(self, input_ids: torch.Tensor, config) -> Run:
         n = count_prompts(input_ids, config, len(self.constraint.starts), self.per_prompt, type(self).__name__)
+        forced = self._check_forced_step(input_ids, config)
         before = hf_internals._processors_before(self)
+        if forced:  # it acts at the first step only, which is behind us
+            before = [p for p in before if type(p).__name__ != "ForcedBOSTokenLogitsProcessor"]
         guards = [p for p in before if hf_internals._length_guard_ban(p, 0) is not None]
         banning = [hf_internals._BANNING.get(type(p).__name__, type(p).__name__)
                    for p in before if hf_internals._length_guard_ban(p, 0) is None]
