@@ -218,3 +218,19 @@ def test_sentencepiece_t5(mistral):
     texts, finished = check(proc, out, patterns, 3)
     assert finished >= 3
     assert proc.decode(out) == [[texts[b * 3 + s][0] for b in range(2)] for s in range(3)]
+
+
+def test_prompt_lookup_decoding(lang_tok, models):
+    proc = RegexProcessor(r"(ab|cd){1,6}", lang_tok)
+    out = models["t5"].generate(**lang_tok(["ab cd ab"], return_tensors="pt"), logits_processor=[proc],
+                                prompt_lookup_num_tokens=2, max_new_tokens=16)
+    (text, done), = rows(proc, out, 1)
+    assert done and re.fullmatch(r"(ab|cd){1,6}", text) and proc.decode(out) == text
+
+
+def test_forced_eos_before_the_match_is_complete_is_a_conflict(lang_tok, models):
+    """BART checkpoints' forced_eos_token_id forces EOS at max_length - 1, complete or not."""
+    with pytest.raises(GenerationConflictError, match="forced_eos_token_id"):
+        models["bart"].generate(**lang_tok(["hi"], return_tensors="pt"),
+                                logits_processor=[RegexProcessor(r"[a-z]{30,40}", lang_tok)],
+                                forced_eos_token_id=lang_tok.eos_token_id, max_new_tokens=6)
