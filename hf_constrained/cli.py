@@ -423,7 +423,7 @@ def _resolve_model(model: str) -> tuple:
 
 def _load(args):
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     device = _pick_device(args.device)
     name, local_only = _resolve_model(args.model)
@@ -443,7 +443,11 @@ def _load(args):
         kwargs["device_map"] = "auto"
     try:
         with _progress(f"loading model {args.model}", args.quiet):
-            model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+            config = AutoConfig.from_pretrained(name, **common)
+            # an encoder-decoder (T5, BART, mBART...) as a whole: AutoModelForCausalLM would
+            # refuse T5 and load BART's decoder alone, without the encoder that reads the prompt
+            auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
+            model = auto.from_pretrained(name, config=config, **kwargs)
             if device != "auto":
                 model = model.to(device)
             model.eval()

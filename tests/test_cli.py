@@ -451,3 +451,27 @@ def test_unreadable_inputs_are_one_line(run_main, model_dir, tmp_path):
         code, out, err = run_main("generate", "--model", model_dir, "-q", *argv)
         last = err.strip().splitlines()[-1]           # (after the model's loading bars, for the prompt)
         assert code == 2 and last.startswith("error: ") and expect in last, (argv, err)
+
+
+@pytest.mark.parametrize("arch", ["t5", "bart"])
+def test_encoder_decoder_model_directory(run_main, tmp_path, arch):
+    """An encoder-decoder loads whole (AutoModelForCausalLM refuses T5 and would load BART's
+    decoder alone, without the encoder that reads the prompt), and its outputs match."""
+    import types
+
+    tok = offline.local_tokenizer()
+    d = tmp_path / arch
+    offline.tiny_model(tok, arch).save_pretrained(d)
+    tok.save_pretrained(d)
+    _tok, model = cli._load(types.SimpleNamespace(model=str(d), device="cpu", dtype=None,
+                                                  trust_remote_code=False, quiet=True))
+    assert model.config.is_encoder_decoder and model.get_encoder() is not None
+    assert type(model).__name__ == {"t5": "T5ForConditionalGeneration", "bart": "BartForConditionalGeneration"}[arch]
+    code, out, err = run_main("generate", "--model", str(d), "-q", "--json", "--seed", "1", "-n", "2",
+                              "--regex", "Paris|Rome", "--regex", "[0-9]{2}", "--prompt", "City:", "--prompt", "N:")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["shape"] == [2, 2]
+    for row in data["results"]:
+        assert all(r["complete"] for r in row), row
+        assert re.fullmatch("Paris|Rome", row[0]["text"]) and re.fullmatch("[0-9]{2}", row[1]["text"])
