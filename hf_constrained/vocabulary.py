@@ -167,6 +167,10 @@ def _piece_decoder(tokenizer):
     for p in parts:
         t = p.get("type")
         if t == "Replace" and p.get("content") == " ":
+            if replace_from is not None:  # one rule per piece: a second one was silently dropped
+                raise UnsupportedTokenizerError(
+                    f"unsupported tokenizer decoder chain {kinds}: more than one step turns "
+                    "characters into spaces; cannot map tokens to bytes")
             replace_from = p["pattern"].get("String")
         elif t == "ByteFallback":
             byte_fallback = True
@@ -177,6 +181,10 @@ def _piece_decoder(tokenizer):
                 raise UnsupportedTokenizerError(f"unsupported Strip decoder settings {p}")
             strip = p.get("start", 0) == 1
         elif t == "Metaspace":
+            if replace_from is not None:
+                raise UnsupportedTokenizerError(
+                    f"unsupported tokenizer decoder chain {kinds}: more than one step turns "
+                    "characters into spaces; cannot map tokens to bytes")
             replace_from = p.get("replacement", "▁")
             strip = p.get("prepend_scheme", "always") != "never" and p.get("add_prefix_space", True)
         else:
@@ -189,6 +197,34 @@ def _piece_decoder(tokenizer):
             f"unsupported tokenizer decoder chain {kinds}: cannot map tokens to bytes"
         )
     return "sentencepiece", _sentencepiece_bytes(byte_fallback, replace_from), strip
+
+
+def _metaspace_first_token_suspects(tokenizer, pieces: list, usable: np.ndarray) -> list:
+    """Ids whose text as the *first* token of a decode differs from our first-space rule.
+
+    A tokenizers ``Metaspace`` decoder drops every replacement character (``▁``) of the
+    first token and keeps a literal space, while the rule drops one leading space byte:
+    ``"▁of▁the"`` decodes as ``"ofthe"``, a piece ``" a"`` as ``" a"`` (we would say
+    ``"a"``). Found from the pieces themselves, so one such piece among many tokens
+    is not missed by a sample; :meth:`Vocabulary.verify_against` probes them.
+    """
+    spec = _decoder_spec(tokenizer)
+    if spec is None:
+        return []
+    metas = [p for p in _flatten(spec) if p.get("type") == "Metaspace"
+             and p.get("prepend_scheme", "always") != "never" and p.get("add_prefix_space", True)]
+    if not metas:
+        return []
+    rep = metas[-1].get("replacement", "\u2581")
+    out = []
+    for i, (piece, ok) in enumerate(zip(pieces, usable)):
+        if not ok or not piece or (rep not in piece[1:] and not piece.startswith(" ")):
+            continue
+        ours = piece.replace(rep, " ")
+        ours = ours[1:] if ours.startswith(" ") else ours
+        if ours != piece.replace(rep, ""):
+            out.append(i)
+    return out
 
 
 _BYTELEVEL_LUT = np.full(max(map(ord, _BYTE_DECODER)) + 1, -1, dtype=np.int16)
@@ -356,6 +392,13 @@ class Vocabulary:
         kind, piece_bytes, strip = _piece_decoder(tokenizer)
         size = len(tokenizer)
         pieces = _pieces(tokenizer, size)
+        if None in pieces:
+            # unused ids below len(tokenizer): len() counts the ids, so some lie beyond it
+            # (a vocabulary with gaps); they are text tokens the tokenizer produces too
+            top = max(tokenizer.get_vocab().values(), default=-1) + 1
+            if top > size:
+                size = top
+                pieces = _pieces(tokenizer, size)
         usable = np.array([p is not None for p in pieces], dtype=bool)
         banned = set(getattr(tokenizer, "all_special_ids", []) or [])
         banned.update(getattr(tokenizer, "added_tokens_decoder", {}).keys())
@@ -395,7 +438,8 @@ class Vocabulary:
                 "remove spaces the constraint produced; decode with clean_up_tokenization_spaces=False "
                 "(RegexProcessor.decode does)", stacklevel=3)
         if verify:
-            vocab.verify_against(tokenizer)
+            vocab.verify_against(tokenizer, extra=[[i] for i in _metaspace_first_token_suspects(
+                tokenizer, pieces, usable)[:4]])
         if path is not None:
             disk.save(path, key, vocab.export())
         cls._remember(tokenizer, vocab)
@@ -431,14 +475,16 @@ class Vocabulary:
             pairs += [[int(t)] for t in np.unique(owner[inner])[:limit]]
         return pairs
 
-    def verify_against(self, tokenizer, samples: int = 64, seed: int = 0) -> None:
+    def verify_against(self, tokenizer, samples: int = 64, seed: int = 0, extra=()) -> None:
         """Check our byte mapping against ``tokenizer.decode``: corner cases of the
-        first-space rule (:meth:`_edge_pairs`), then random token pairs."""
+        first-space rule (:meth:`_edge_pairs`), the token id lists ``extra``, then random
+        token pairs."""
         rng = random.Random(seed)
         ids = np.nonzero(self.tok_len > 0)[0].tolist()
         if not ids:
             raise UnsupportedTokenizerError("the tokenizer has no usable (non-special) tokens")
-        pairs = self._edge_pairs() + [[rng.choice(ids), rng.choice(ids)] for _ in range(samples)]
+        pairs = self._edge_pairs() + [list(p) for p in extra]
+        pairs += [[rng.choice(ids), rng.choice(ids)] for _ in range(samples)]
         for pair in pairs:
             raw = b"".join(self.flat[self.tok_off[i]:self.tok_off[i] + self.tok_len[i]].tobytes() for i in pair)
             try:
