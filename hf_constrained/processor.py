@@ -165,15 +165,17 @@ class ConstrainedProcessor(LogitsProcessor):
         return self._apply(run, scores, states, input_ids.shape[-1])
 
     def _forced_step(self, config) -> bool:
-        """True when ``forced_bos_token_id`` forces this first decoder step (an encoder-decoder's
-        decoder holds only its start token) to a special token other than EOS, as mBART, NLLB,
-        M2M100 and BART checkpoints do. The step is left to that processor and the token
+        """True when ``forced_bos_token_id`` forces this step, the first of its generate() call
+        (an encoder-decoder's decoder holds only its start token), to a special token other
+        than EOS, as mBART, NLLB, M2M100 and BART checkpoints do. The step is left to that processor and the token
         becomes part of the prompt: the pattern starts after it (special tokens are left out
         of the text). The next step checks that every row took it. A forced EOS or text token
         is masked as any other step (and conflicts unless the pattern allows it there)."""
         forced = hf_internals._forced_first_token(self, config)
         if forced is None or forced in self.eos_token_ids or forced not in self._special_ids:
             return False
+        if self._calls.has_run(config):  # a length of 1 in the middle of a call (inputs_embeds:
+            return False  # the prompt is not in input_ids): that step is masked, and conflicts
         key = id(config)
         self._forced[key] = (weakref.ref(config, lambda _r, k=key: self._forced.pop(k, None)), forced)
         return True

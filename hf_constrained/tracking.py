@@ -518,6 +518,11 @@ class Calls:
         self._local = threading.local()  # .last: the last run this thread touched
         self._last = None  # weakref to the last run any thread started
 
+    def has_run(self, config) -> bool:
+        """True when this generate() call (its ``GenerationConfig``) already has a run."""
+        run = self._live.get(id(config))
+        return run is not None and run.config_ref() is config
+
     def run_for(self, input_ids: torch.Tensor, config, make):
         """``(run, is_new)`` for this processor call; ``make()`` builds a new run."""
         if config is not None:

@@ -234,3 +234,22 @@ def test_forced_eos_before_the_match_is_complete_is_a_conflict(lang_tok, models)
         models["bart"].generate(**lang_tok(["hi"], return_tensors="pt"),
                                 logits_processor=[RegexProcessor(r"[a-z]{30,40}", lang_tok)],
                                 forced_eos_token_id=lang_tok.eos_token_id, max_new_tokens=6)
+
+
+def test_forced_bos_in_the_middle_of_a_call_is_masked_not_skipped(lang_tok):
+    """A decoder-only call from inputs_embeds passes no prompt ids: its second step has length 1,
+    where forced_bos_token_id acts too. That step is not a call's first: it is masked (a conflict),
+    not left to transformers, which put the language code into the match."""
+    model = offline.tiny_model(lang_tok)
+    fr = lang_tok.convert_tokens_to_ids("<fr_XX>")
+    enc = lang_tok(["Date:", "x"], return_tensors="pt", padding=True)
+    embeds = model.get_input_embeddings()(enc["input_ids"])
+    proc = RegexProcessor(PATTERNS[0], lang_tok)
+    with pytest.raises(GenerationConflictError, match="forced_bos_token_id"):
+        model.generate(inputs_embeds=embeds, attention_mask=enc["attention_mask"], logits_processor=[proc],
+                       forced_bos_token_id=fr, do_sample=True, max_new_tokens=8)
+    one = lang_tok(["Date:"], return_tensors="pt")["input_ids"][:, :1]  # a one-token prompt: a first call
+    out = model.generate(one, logits_processor=[proc], forced_bos_token_id=fr, max_new_tokens=8)
+    assert out[0, 1] == fr
+    (text, done), = rows(proc, out, 2)
+    assert done and re.fullmatch(PATTERNS[0], text) and proc.decode(out) == text
