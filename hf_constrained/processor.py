@@ -174,9 +174,12 @@ class ConstrainedProcessor(LogitsProcessor):
         forced = hf_internals._forced_first_token(self, config)
         if forced is None or forced in self.eos_token_ids or forced not in self._special_ids:
             return False
+        key = id(config)
+        got = self._forced.get(key)
+        if got is not None and got[0]() is config:
+            return True  # the same step again (assisted generation: the draft's loop, then the check)
         if self._calls.has_run(config):  # a length of 1 in the middle of a call (inputs_embeds:
             return False  # the prompt is not in input_ids): that step is masked, and conflicts
-        key = id(config)
         self._forced[key] = (weakref.ref(config, lambda _r, k=key: self._forced.pop(k, None)), forced)
         return True
 
@@ -189,8 +192,9 @@ class ConstrainedProcessor(LogitsProcessor):
 
     def _check_forced_step(self, input_ids: torch.Tensor, config) -> bool:
         """After a step left to ``forced_bos_token_id`` (:meth:`_forced_step`), every row must
-        hold that token; True when this call follows such a step."""
-        got = self._forced.pop(id(config), None) if config is not None else None
+        hold that token; True when this call follows such a step. (The entry lives as long as
+        the call's config: a later call of length 1 in the same generate() is that step again.)"""
+        got = self._forced.get(id(config)) if config is not None else None
         if got is None or got[0]() is not config:
             return False
         forced = got[1]

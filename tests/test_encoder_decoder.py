@@ -7,6 +7,7 @@ decoder step to a special token: that step is left to it and the token joins the
 prompt. Outputs are checked by decoding the rows independently of ``proc.decode``.
 """
 
+import gc
 import json
 import re
 
@@ -135,7 +136,8 @@ def test_forced_bos_language_code_joins_the_prompt(lang_tok, models, mode):
     assert finished >= 3 * n // 2
     grid = proc.decode(out)
     assert grid == ([t for t, _ in texts] if n == 1 else [[texts[b * n + s][0] for b in range(3)] for s in range(n)])
-    assert not proc._forced  # the step left to forced_bos_token_id was checked and forgotten
+    gc.collect()
+    assert not proc._forced  # forgotten with the call's GenerationConfig
 
 
 def test_forced_bos_changed_by_a_later_processor_is_refused(lang_tok, models):
@@ -253,3 +255,16 @@ def test_forced_bos_in_the_middle_of_a_call_is_masked_not_skipped(lang_tok):
     assert out[0, 1] == fr
     (text, done), = rows(proc, out, 2)
     assert done and re.fullmatch(PATTERNS[0], text) and proc.decode(out) == text
+
+
+def test_forced_bos_with_assisted_generation(lang_tok, models):
+    """The draft's loop and the main model's check both meet the forced first step."""
+    fr = lang_tok.convert_tokens_to_ids("<fr_XX>")
+    draft = offline.tiny_model(lang_tok, "bart", seed=5)
+    for kw in (dict(assistant_model=draft), dict(prompt_lookup_num_tokens=2)):
+        proc = RegexProcessor(PATTERNS[0], lang_tok)
+        out = models["bart"].generate(**lang_tok(["Date: 1999"], return_tensors="pt"), logits_processor=[proc],
+                                      forced_bos_token_id=fr, max_new_tokens=12, **kw)
+        assert out[0, 1] == fr
+        (text, done), = rows(proc, out, 2)
+        assert done and re.fullmatch(PATTERNS[0], text) and proc.decode(out) == text
