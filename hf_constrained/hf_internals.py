@@ -14,26 +14,50 @@ import sys
 import torch
 
 
-def _find_generation_config():
-    """The ``generation_config`` of the outermost running ``transformers`` generate()
-    call on this thread (the frame of a function named ``generate`` defined in a
-    ``transformers`` module, local ``generation_config``; 4.46 to 5.x have both,
-    tested per version in ``tests/test_compat.py``).
+def _generation_context():
+    """``(generation_config, foreign_draft)`` for a processor call, in one walk of the stack.
 
-    Returns None when called outside generate(), or when a version has no such
-    frame or local: the processor then treats each call by its tokens alone
-    (a new generate() call is detected from the rows, the number of prompts is
-    inferred from runs of identical rows, scores are never masked in place).
+    ``generation_config``: that of the outermost running ``transformers`` generate() call on
+    this thread (the frame of a function named ``generate`` defined in a ``transformers``
+    module, local ``generation_config``; 4.46 to 5.x have both, tested per version in
+    ``tests/test_compat.py``). None when called outside generate(), or when a version has no
+    such frame or local: the processor then treats each call by its tokens alone (a new
+    generate() call is detected from the rows, the number of prompts is inferred from runs of
+    identical rows, scores are never masked in place).
+
+    ``foreign_draft``: True when called by the draft model's own generate() in universal
+    assisted generation (``assistant_model=`` with a different tokenizer, ``tokenizer=`` and
+    ``assistant_tokenizer=``): transformers hands the main call's logits processors to the
+    draft model, whose ids and scores are in the *assistant's* vocabulary (its LM head even
+    pruned to the shared tokens when sampling). Masking them with this tokenizer's masks is
+    meaningless, and tracking them started the call's run on the draft's prompt ids. The
+    draft needs no constraint: the main model verifies every token with its own (masked)
+    scores, so a draft token the pattern rejects is never accepted. Found as a
+    ``get_candidates`` / ``_generate_candidates`` frame of an
+    ``AssistedCandidateGeneratorDifferentTokenizers`` (4.46 to 5.x; its subclass
+    ``UniversalSpeculativeDecodingGenerator`` too).
     """
-    f = sys._getframe(2)
-    found = None
+    f = sys._getframe(1)
+    found, foreign = None, False
     while f is not None:
-        if f.f_code.co_name == "generate" and str(f.f_globals.get("__name__", "")).startswith("transformers"):
-            found = f
+        name = f.f_code.co_name
+        if name == "generate":
+            if str(f.f_globals.get("__name__", "")).startswith("transformers"):
+                found = f
+        elif name in _CANDIDATE_FRAMES and not foreign:
+            owner = f.f_locals.get("self")
+            foreign = owner is not None and any(
+                c.__name__ == "AssistedCandidateGeneratorDifferentTokenizers" for c in type(owner).__mro__)
         f = f.f_back
-    if found is None:
-        return None
-    return found.f_locals.get("generation_config")
+    return (found.f_locals.get("generation_config") if found is not None else None), foreign
+
+
+_CANDIDATE_FRAMES = frozenset(("_generate_candidates", "get_candidates"))
+
+
+def _find_generation_config():
+    """The ``generation_config`` of :func:`_generation_context`."""
+    return _generation_context()[0]
 
 
 # generate() settings behind the processors that may set scores to -inf
@@ -208,6 +232,19 @@ def _in_slicing_pipeline() -> bool:
     f = sys._getframe(1)
     while f is not None:
         if f.f_globals.get("__name__") == "transformers.pipelines.text_generation":
+            return True
+        f = f.f_back
+    return False
+
+
+def _in_assisted_decoding() -> bool:
+    """True when called from transformers' ``_assisted_decoding`` (a draft model, the same
+    model's early exit, prompt lookup: 4.46 to 5.x). On 5.x the draft model is a generate()
+    argument, not a field of the ``GenerationConfig``, so the config alone does not tell."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "_assisted_decoding" and str(f.f_globals.get("__name__", "")).startswith(
+                "transformers"):
             return True
         f = f.f_back
     return False

@@ -154,7 +154,9 @@ class ConstrainedProcessor(LogitsProcessor):
                 f"a logits processor is called with input_ids (rows, length) and scores (rows, "
                 f"vocabulary), not shapes {tuple(input_ids.shape)} and {tuple(scores.shape)}; "
                 "add the batch dimension (e.g. input_ids[None], scores[None])")
-        config = hf_internals._find_generation_config()
+        config, foreign_draft = hf_internals._generation_context()
+        if foreign_draft:
+            return scores  # another vocabulary's draft: the main model's scores are masked
         if input_ids.shape[-1] == 1 and config is not None and self._forced_step(config):
             return scores  # forced_bos_token_id decides this step: that token joins the prompt
         if hf_internals.LEGACY_BEAM_SAMPLING and (config is None or (

@@ -123,7 +123,10 @@ def weight_setting(processors, proc, config, width: int | None = None) -> Weight
         beams = int(getattr(config, "num_beams", 1) or 1)
         if beams > 1:
             reasons.append(f"num_beams={beams}: beam search selects rows")
-        if getattr(config, "assistant_model", None) is not None or getattr(config, "prompt_lookup_num_tokens", None):
+        from .hf_internals import _in_assisted_decoding
+
+        if (getattr(config, "assistant_model", None) is not None or getattr(config, "prompt_lookup_num_tokens", None)
+                or getattr(config, "assistant_early_exit", None) is not None or _in_assisted_decoding()):
             reasons.append("assisted decoding: not verified for weights")
     plist = list(processors) if processors is not None else [proc]
     at = next((i for i, p in enumerate(plist) if p is proc), None)

@@ -66,7 +66,7 @@ def test_processors_before_lists_generate_built_banning_processors(local_tok, lo
 def test_tracking_by_tokens_when_no_config_is_found(monkeypatch, local_tok, local_model):
     """A version where the stack walk finds nothing: the processor tracks rows by
     their tokens alone and every output is still valid and shaped."""
-    monkeypatch.setattr(hf_internals, "_find_generation_config", lambda: None)
+    monkeypatch.setattr(hf_internals, "_generation_context", lambda: (None, False))
     pats = [r"[0-9]{2}-[0-9]{2}", r"(yes|no)"]
     for mode in (dict(do_sample=True, num_return_sequences=3), dict(num_beams=3, num_return_sequences=2),
                  dict(num_beams=3, do_sample=True, num_return_sequences=2)):

@@ -131,6 +131,35 @@ def test_assisted_generation_with_assistant_model(deepseek, deepseek_model):
         assert_tracking_exact(proc)
 
 
+@pytest.mark.parametrize("sample", [False, True], ids=["greedy", "sampling"])
+def test_assistant_with_another_tokenizer(local_tok, local_model, mistral, sample, monkeypatch):
+    """Universal assisted generation (an assistant with its own tokenizer, tokenizer= and
+    assistant_tokenizer=): transformers hands our processor to the draft model's generate(),
+    with Mistral ids and scores. Those calls once started the run on the draft's prompt,
+    so the main model's rows were tracked with the wrong prompt length: greedy emitted pad
+    then EOS (an empty text), and sampling raised about a vocabulary that does not fit.
+    The draft is left unmasked now; the main model's verification keeps the constraint."""
+    cg = pytest.importorskip("transformers.generation.candidate_generator")
+    if not hasattr(cg, "AssistedCandidateGeneratorDifferentTokenizers"):
+        pytest.skip("this transformers has no universal assisted generation")
+    cache = getattr(cg, "AssistantVocabTranslatorCache", None)
+    if cache is not None:  # transformers keys it by the tokenizers alone: a fresh assistant needs a fresh one
+        import weakref
+        monkeypatch.setattr(cache, "_cache", weakref.WeakKeyDictionary())
+    assistant = tiny_model(mistral, "llama", seed=3)
+    pattern = r"[0-9]{2}-[0-9]{2}"
+    for seed in range(2):
+        torch.manual_seed(seed)
+        proc = RegexProcessor(pattern, local_tok, cache_dir=False)
+        out = local_model.generate(**batch(local_tok, ["Date:"]), logits_processor=[proc], assistant_model=assistant,
+                                   tokenizer=local_tok, assistant_tokenizer=mistral, do_sample=sample,
+                                   max_new_tokens=12)
+        rows = assert_valid(proc, out, pattern)
+        assert rows[0][1], rows
+        assert re.fullmatch(pattern, proc.decode(out))
+        assert_tracking_exact(proc)
+
+
 def test_prompt_lookup_decoding(deepseek, deepseek_model):
     proc = RegexProcessor(DATE, deepseek)
     prompt = "dates 2024-01-02 and 1999-12-31 and 2024-01-0"

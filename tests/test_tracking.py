@@ -60,7 +60,7 @@ MODES = [
 def test_every_mode_without_generation_config(monkeypatch, deepseek, deepseek_model, mode):
     """A transformers version where the stack walk finds nothing: tracked by tokens."""
     calls = []
-    monkeypatch.setattr(hf_internals, "_find_generation_config", lambda: calls.append(1))
+    monkeypatch.setattr(hf_internals, "_generation_context", lambda: (calls.append(1), False))
     pats = [PAT, CITY]
     proc = RegexProcessor(pats, deepseek, cache_dir=False)
     inputs = deepseek(["Code: ab-12 cd-345", "City"], return_tensors="pt", padding=True)
@@ -170,7 +170,7 @@ def test_steps_that_skip_tokens(monkeypatch, deepseek):
     digits = deepseek.encode("2024-01-02", add_special_tokens=False)
     assert len(digits) >= 4
     cfg = _Cfg()
-    monkeypatch.setattr(hf_internals, "_find_generation_config", lambda: cfg)
+    monkeypatch.setattr(hf_internals, "_generation_context", lambda: (cfg, False))
     width = len(deepseek)
     prompt = [5, 6]
     proc(torch.tensor([prompt]), torch.zeros(1, width))
@@ -182,7 +182,7 @@ def test_steps_that_skip_tokens(monkeypatch, deepseek):
     assert np.array_equal(tracked, proc.states_from_tokens(ids)) and tracked[0] > 0
     allowed = set(torch.isfinite(out[0]).nonzero()[:, 0].tolist())
     assert allowed == set(proc.index.allowed(int(tracked[0])).tolist())
-    monkeypatch.setattr(hf_internals, "_find_generation_config", lambda: None)
+    monkeypatch.setattr(hf_internals, "_generation_context", lambda: (None, False))
     proc(torch.tensor([prompt]), torch.zeros(1, width))
     proc(torch.tensor([prompt + digits[:1]]), torch.zeros(1, width))
     by_tokens = proc._run

@@ -327,6 +327,25 @@ def test_errors_and_defaults():
         resample(proc.generations(out), 3)
 
 
+@pytest.mark.parametrize("draft", ["assistant_model", "assistant_early_exit"])
+def test_assisted_decoding_with_a_draft_model_is_reported_not_exact(local_tok, draft):
+    """transformers 5 keeps assistant_model out of the GenerationConfig (and early exit sets
+    only assistant_early_exit): weight_setting said exact=True for both, and resample() gave
+    no warning, although the README lists assisted decoding as not exact."""
+    from hf_constrained.offline import tiny_model
+
+    model = tiny_model(local_tok, "llama", layers=2, seed=5)
+    kw = dict(assistant_model=tiny_model(local_tok, "llama", seed=7)) if draft == "assistant_model" else \
+        dict(assistant_early_exit=1)
+    proc = RegexProcessor(r"[0-9]{2}-[0-9]{2}", local_tok, track_weights=True, cache_dir=False)
+    torch.manual_seed(0)
+    out = model.generate(**local_tok(["Date:"], return_tensors="pt"), logits_processor=[proc], do_sample=True,
+                         top_k=0, max_new_tokens=10, **kw)
+    setting = proc.generations(out)[0].weight_setting
+    assert not setting.exact
+    assert "assisted decoding" in " ".join(setting.reasons)
+
+
 @pytest.mark.parametrize("sample", [False, True])
 def test_weights_follow_assisted_decoding_rollbacks(local_tok, local_model, sample, monkeypatch):
     """Prompt-lookup decoding calls the processor on draft positions and rolls
