@@ -188,6 +188,21 @@ def test_multiple_of_large_values_stay_float_exact():
     assert re.fullmatch(regex, "1" + "0" * 30) and not re.fullmatch(regex, "1" * 30)
 
 
+@pytest.mark.parametrize("k", [1e-20, 1e-22, 1e-25, 1e-100, 1e-300])
+def test_multiple_of_tiny_decimal_step_lists_its_few_exact_values(k):
+    """A tiny decimal step (unit 2**-d) leaves few multiples within the float-exact
+    range: they are listed, not the 2**d binary residues (1e-100 raised OverflowError,
+    1e-28 took minutes)."""
+    import time
+
+    t0 = time.perf_counter()
+    regex = check_samples({"type": "number", "multipleOf": k})
+    assert time.perf_counter() - t0 < 5
+    assert re.fullmatch(regex, "0")
+    regex = check_samples({"type": "number", "multipleOf": k, "minimum": 0, "maximum": 1})
+    assert re.fullmatch(regex, "0") and not re.fullmatch(regex, "-0.5")
+
+
 def test_multiple_of_combinations_refused_clearly():
     with pytest.raises(SchemaError, match=r"'multipleOf' at /allOf/1/multipleOf: several different"):
         schema_to_regex({"allOf": [{"multipleOf": 5}, {"multipleOf": 2}], "type": "integer"})

@@ -32,6 +32,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import hf_constrained.json_schema as js
+from hf_constrained import regex_parser
 from hf_constrained.json_schema import (
     BOOLEAN, DATE, INTEGER, IPV4, NULL, NUMBER, STRING, SchemaError,
     choice_regex, quoted, schema_to_regex,
@@ -593,6 +594,23 @@ def test_number_bound_refusals():
     assert re.fullmatch(schema_to_regex({"type": "integer", "minimum": 2**60}), str(2**60))
 
 
+@pytest.mark.parametrize("schema, keyword", [
+    ({"type": "integer", "maximum": 1.7976931348623157e308}, "maximum"),   # Double.MAX_VALUE
+    ({"type": "integer", "minimum": 3, "exclusiveMaximum": 1e308}, "exclusiveMaximum"),
+    ({"type": "number", "minimum": 5e-324}, "minimum"),                    # Double.MIN_VALUE
+    ({"type": "number", "exclusiveMaximum": 0.3, "maximum": 1e-300}, "maximum"),
+    ({"type": "number", "exclusiveMaximum": 1e308, "multipleOf": 100}, "exclusiveMaximum"),
+])
+def test_bounds_with_hundreds_of_digits_are_refused_not_unreadable(schema, keyword):
+    """A bound whose exact regex nests deeper than the regex engine reads (200 groups) is
+    refused with its pointer; it used to convert to a regex that JSONProcessor then failed
+    to read (RegexSyntaxError "too deeply nested")."""
+    assert f"'{keyword}' at /{keyword}" in refusal(schema)
+    # round bounds of the same size stay exact
+    for big in ({"type": "integer", "maximum": 10**308}, {"type": "number", "minimum": 1e-100}):
+        regex_parser.parse(schema_to_regex(big))
+
+
 # ---------------------------------------------------------------------------
 # Strings
 # ---------------------------------------------------------------------------
@@ -669,6 +687,8 @@ def test_pattern_translation(pattern, good, bad):
 @pytest.mark.parametrize("pattern", [
     "(?=a)b", "(?!a)b", "(?<=a)b", r"(a)\1", r"\bword",
     "(?i)abc", "a++", r"\Aa", r"\N{DIGIT ONE}", "(?>a)",
+    # the same constructs next to a mid-pattern anchor (the anchor-tree path)
+    r"(a)$\1", r"a$(?=b)", r"\Za", r"b^\ba",
 ])  # anchors anywhere ("a^b", "^(^a)$") are exact now: tests/test_json_strings.py
 def test_pattern_refusals(pattern):
     msg = refusal({"properties": {"p": {"type": "string", "pattern": pattern}}})

@@ -49,6 +49,9 @@ MAX_SUFFIXES = 1000
 
 _FLOAT_EXACT = 2**53
 
+#: Most binary-fraction residues listed for a decimal step (above: enumerated or refused).
+_MAX_RESIDUES = 2**16
+
 
 class MultipleOfError(ValueError):
     """The step cannot be honoured (the message says why)."""
@@ -162,6 +165,10 @@ def multiple_of_regex(k, lowers: list, uppers: list, integer_only: bool) -> Opti
         return None
     modulus, m, residues = 1, 0, [0]
     if scale > 1 and a == 1:              # x = i + r / scale, every r
+        if scale > MAX_SUFFIXES and (x_hi - x_lo < MAX_ENUMERATED or scale > _MAX_RESIDUES):
+            # tiny steps (1e-20: scale 2**20, 1e-100: 2**100) leave few float-exact
+            # values: list those, never the 2**d residues (a hang, or OverflowError)
+            return _enumerated(k, a, scale, x_lo, x_hi, True)
         modulus, residues = scale, list(range(scale))
     elif scale == 1:
         twos = fives = 0

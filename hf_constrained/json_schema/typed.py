@@ -22,6 +22,38 @@ from .strings import TooComplex, length_range, restrict_length, search_tree
 from .tokens import _FORMAT_LENGTHS, BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR
 
 
+#: Deepest group nesting regex_parser reads (deeper: RegexSyntaxError "too deeply nested").
+_MAX_GROUP_NESTING = 200
+
+
+def _group_nesting(regex: str) -> int:
+    """How deep the groups of ``regex`` (this converter's dialect) nest: 2 for
+    ``(?:a|(?:b[(]\\(c))``, whose class and escape open no group."""
+    depth = deepest = 0
+    i, in_class = 0, False
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth -= 1
+        i += 1
+    return deepest
+
+
+def _plain_digits(v) -> str:
+    """A bound's decimal text without exponent (``1e308``: 309 digits)."""
+    return format(Decimal(repr(v)) if isinstance(v, float) else Decimal(v), "f")
+
+
 class _TypedMixin:
     """:class:`~.converter._Converter`'s dispatch on the remaining JSON types, numbers and strings."""
 
@@ -89,6 +121,26 @@ class _TypedMixin:
     # -- numbers --------------------------------------------------------------
 
     def _numeric(self, flat: list, fraction: bool) -> Optional[str]:
+        regex = self._numeric_text(flat, fraction)
+        if regex is not None and _group_nesting(regex) > _MAX_GROUP_NESTING:
+            # a bound with hundreds of significant digits (1e308 as an integer bound, 5e-324)
+            bounds = [b for kw in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+                      for b in self._collect(flat, kw) if not isinstance(b[0], bool)]
+            if not bounds:  # (no other numeric keyword nests this deep; kept exact all the same)
+                steps = self._collect(flat, "multipleOf")
+                ptr = steps[0][1] if steps else _ptr(flat[0][1], "type")
+                raise _refuse(ptr.rsplit("/", 1)[-1], ptr, f"its exact regex would nest "
+                              f"{_group_nesting(regex)} groups deep (the regex engine reads at most "
+                              f"{_MAX_GROUP_NESTING})")
+            v, ptr = max(bounds, key=lambda b: len(_plain_digits(b[0])))
+            raise _refuse(ptr.rsplit("/", 1)[-1], ptr, f"the exact regex for bound {v!r} would nest "
+                          f"{_group_nesting(regex)} groups deep (the regex engine reads at most "
+                          f"{_MAX_GROUP_NESTING}); use a bound with fewer digits (a float bound "
+                          "such as 1e308 is its exact binary value, 309 digits; an integer "
+                          "literal 10**308 is not)")
+        return regex
+
+    def _numeric_text(self, flat: list, fraction: bool) -> Optional[str]:
         lowers = [(v, False, ptr) for v, ptr in self._collect(flat, "minimum")]
         lowers += [(v, True, ptr) for v, ptr in self._collect(flat, "exclusiveMinimum")]
         uppers = [(v, False, ptr) for v, ptr in self._collect(flat, "maximum")]
@@ -204,6 +256,9 @@ class _TypedMixin:
                 ptree = search_tree(_parse_regex(pat, anchor_nodes=True))
             except TooComplex as exc:
                 raise _refuse("pattern", ptr, f"{anchor_error} ({exc})") from None
+            except (UnsupportedRegexError, RegexSyntaxError) as exc:
+                # e.g. a backreference after a mid-pattern anchor: "(a)$\1"
+                raise _refuse("pattern", ptr, str(exc)) from None
             if both:
                 tree = None if tree is None else intersect(
                     ptree, tree, lambda text: re.fullmatch(FORMATS[fmt], text) is not None)
