@@ -124,3 +124,44 @@ def test_if_then_else(schema):
 def test_min_properties_one_is_exact(schema):
     got = assert_sound(schema)
     assert {} not in got and any(isinstance(x, dict) for x in got)
+
+
+def test_nested_discriminated_union_is_separated():
+    """pydantic's nested discriminated union: a oneOf whose branch is itself a bare oneOf (all of
+    its branches with kind "k") next to a branch with kind "o". Each inner branch is disjoint from
+    the outer sibling, so the outer oneOf needs no negation (it was refused at /oneOf/0/oneOf)."""
+    defs = {"I1": {"type": "object", "properties": {"sub": {"const": "s1"}, "kind": {"const": "k"}},
+                   "required": ["sub", "kind"]},
+            "I2": {"type": "object", "properties": {"sub": {"const": "s2"}, "kind": {"const": "k"},
+                                                    "n": {"type": "integer"}},
+                   "required": ["sub", "kind"]},
+            "O": {"type": "object", "properties": {"kind": {"const": "o"}, "b": {"type": "string"}},
+                  "required": ["kind"]}}
+    schema = {"$defs": defs, "oneOf": [
+        {"discriminator": {"propertyName": "sub"}, "oneOf": [{"$ref": "#/$defs/I1"}, {"$ref": "#/$defs/I2"}]},
+        {"$ref": "#/$defs/O"}]}
+    regex = check_samples(schema, n=40)
+    for doc in ('{"sub":"s1","kind":"k"}', '{"sub":"s2","kind":"k","n":3}', '{"kind":"o","b":"x"}'):
+        assert re.fullmatch(regex, doc), doc
+    # a bare inner union that overlaps the outer sibling still has to be negated or refused
+    assert_sound({"oneOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]}, {"minimum": 2}]})
+    pydantic = pytest.importorskip("pydantic")
+    from typing import Annotated, Literal, Union
+
+    class Inner1(pydantic.BaseModel):
+        sub: Literal["s1"]
+        kind: Literal["k"]
+
+    class Inner2(pydantic.BaseModel):
+        sub: Literal["s2"]
+        kind: Literal["k"]
+
+    class Other(pydantic.BaseModel):
+        kind: Literal["o"]
+
+    class Owner(pydantic.BaseModel):
+        v: Union[Annotated[Union[Inner1, Inner2], pydantic.Field(discriminator="sub")], Other] = \
+            pydantic.Field(discriminator="kind")
+
+    regex = check_samples(Owner, n=20)
+    assert re.fullmatch(regex, '{"v":{"sub":"s2","kind":"k"}}')

@@ -210,7 +210,7 @@ class _LogicMixin:
         return not any(self.is_valid(a, v, "oneOf", ptr) and
                        self.is_valid(b, v, "oneOf", ptr) for v in values)
 
-    def _disjoint(self, a: Any, b: Any, ptr: str) -> bool:
+    def _disjoint(self, a: Any, b: Any, ptr: str, depth: int = 0) -> bool:
         if not (self._possible_kinds(a) & self._possible_kinds(b)):
             return True
         if self._excludes(a, b, ptr) or self._excludes(b, a, ptr):
@@ -218,6 +218,11 @@ class _LogicMixin:
         da, db = self._deref(a), self._deref(b)
         if not (isinstance(da, dict) and isinstance(db, dict)):
             return False
+        if depth < 8:  # a bare union (pydantic's nested discriminated union) is disjoint from
+            for x, y in ((da, db), (db, da)):  # b when each of its branches is
+                union = _bare_union(x)
+                if union is not None and all(self._disjoint(u, y, ptr, depth + 1) for u in union):
+                    return True
         if self._possible_kinds(da) | self._possible_kinds(db) != {"object"}:
             return False
         common = set(da.get("required", [])) & set(db.get("required", []))
@@ -278,6 +283,17 @@ class _LogicMixin:
                         "const/enum values or a required discriminator "
                         "property with disjoint const/enum values are "
                         "recognised); use anyOf if overlapping is acceptable")
+
+
+def _bare_union(schema: dict) -> Optional[list]:
+    """The branches of a schema that is only an ``anyOf`` or a ``oneOf`` (besides annotations):
+    its instances are among the branches' instances. None for any other schema."""
+    rest = set(schema) - _ANNOTATIONS
+    if len(rest) == 1:
+        (kw,) = rest
+        if kw in ("anyOf", "oneOf") and isinstance(schema[kw], list):
+            return schema[kw]
+    return None
 
 
 def _alternatives(schema: Any) -> int:
