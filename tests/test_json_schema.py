@@ -1478,3 +1478,36 @@ def test_keys_excluding_shares_its_tail_in_the_automaton(deepseek):
         counts.append(dfa.num_states)
     assert np.array_equal(masks[0], masks[1])
     assert counts[0] * 4 < counts[1], counts
+
+
+def test_pydantic_formats_are_generated_as_values_pydantic_accepts():
+    """Pydantic writes formats no draft defines (uuid4, ipv4network...): they were dropped as
+    annotations, so almost every document had a string Pydantic refuses (0 of 100 for UUID4).
+    Any string is valid under the schema, so these subsets are sound; Pydantic accepts each."""
+    pydantic = pytest.importorskip("pydantic")
+    from pydantic import networks
+
+    from hf_constrained.json_schema import _FORMAT_LENGTHS, _length_range, parse_regex
+    from hf_constrained.json_schema.tokens import PYDANTIC_FORMATS
+
+    types = {"uuid1": pydantic.UUID1, "uuid3": pydantic.UUID3, "uuid4": pydantic.UUID4, "uuid5": pydantic.UUID5,
+             "ipvanyaddress": networks.IPvAnyAddress, "ipv4network": ipaddress.IPv4Network,
+             "ipv6network": ipaddress.IPv6Network, "ipvanynetwork": networks.IPvAnyNetwork,
+             "ipv4interface": ipaddress.IPv4Interface, "ipv6interface": ipaddress.IPv6Interface,
+             "ipvanyinterface": networks.IPvAnyInterface}
+    rng = random.Random(0)
+    for fmt, t in types.items():
+        adapter = pydantic.TypeAdapter(t)
+        schema = adapter.json_schema()
+        assert schema["format"] == fmt
+        regex = schema_to_regex(schema)
+        assert regex != schema_to_regex({"type": "string"}), fmt  # honoured, not dropped
+        assert _FORMAT_LENGTHS[fmt] == _length_range(parse_regex(PYDANTIC_FORMATS[fmt]))
+        for _ in range(150):
+            adapter.validate_json(random_match(regex, rng))
+    assert re.fullmatch(schema_to_regex({"type": "string", "format": "uuid4"}),
+                        '"123e4567-e89b-42d3-a456-426614174000"')
+    assert not re.fullmatch(schema_to_regex({"type": "string", "format": "uuid4"}),
+                            '"123e4567-e89b-42d3-c456-426614174000"')  # not the RFC 4122 variant
+    with pytest.raises(SchemaError, match="unknown format 'uuid4'"):
+        schema_to_regex({"type": "string", "format": "uuid4"}, strict=True)

@@ -49,6 +49,7 @@ from ..errors import SchemaError
 from .metaschema import surely_valid
 from .refs import keep_ref_targets
 from .schemas import _ptr as _pointer
+from .tokens import PYDANTIC_FORMATS
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -372,7 +373,7 @@ class _Canon:
                     schemas = out.setdefault("dependentSchemas", {})
                     schemas[name] = dep if name not in schemas else {"allOf": [schemas[name], dep]}
         fmt = out.get("format")
-        if isinstance(fmt, str) and fmt not in self.formats:
+        if isinstance(fmt, str) and fmt not in self.formats and (self.strict or fmt not in PYDANTIC_FORMATS):
             if self.strict:
                 raise SchemaError(
                     f"unknown format {fmt!r} at {_ptr(ptr, 'format')} (strict=True refuses "

@@ -13,7 +13,7 @@ from .charsets import _CANON_CHAR, _JSON_SPECIAL, Intervals, _class, _encode_cha
 from .regex_text import _MAX_CP, _alt, _concat, _group, _is_atom, _repeat
 from .string_formats import cap_length
 from .strings import TooComplex, _alphabet, length_range, restrict_length
-from .tokens import FORMATS
+from .tokens import ALL_FORMATS
 
 # Python's Unicode-aware shorthand classes, as (subset, superset) pairs: a
 # class uses the subset, a negated class removes the superset, so the
@@ -134,10 +134,10 @@ def _capped(tree, lo: int, hi: int):
 
 
 def _format_tree(fmt: str):
-    """The tree of ``FORMATS[fmt]`` over decoded characters, or None when its
+    """The tree of ``ALL_FORMATS[fmt]`` over decoded characters, or None when its
     text uses characters that JSON escapes (then text and content differ)."""
     try:
-        tree = parse_regex(FORMATS[fmt])
+        tree = parse_regex(ALL_FORMATS[fmt])
     except (RegexSyntaxError, UnsupportedRegexError):
         return None
     used: list = []

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .formats import FORMAT_LENGTHS, MORE_FORMATS, uri_reference
+from .formats import FORMAT_LENGTHS, IPV6, MORE_FORMATS, uri_reference
 
 #: A JSON integer: ``0``, ``-12``; no leading zeros, no fraction.
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
@@ -107,6 +107,33 @@ FORMATS = {
     **MORE_FORMATS,
 }
 
+_O = _OCTET
+_IPV4_NETWORK = (rf"(?:{IPV4}(?:/32)?|{_O}\.{_O}\.{_O}\.0/24|{_O}\.{_O}\.0\.0/16|{_O}\.0\.0\.0/8"
+                 r"|0\.0\.0\.0/0)")
+_IPV6_NETWORK = rf"(?:{IPV6})(?:/128)?"
+_IPV4_INTERFACE = rf"{IPV4}(?:/(?:3[0-2]|[12]?[0-9]))?"
+_IPV6_INTERFACE = rf"(?:{IPV6})(?:/(?:12[0-8]|1[01][0-9]|[1-9]?[0-9]))?"
+
+#: Formats Pydantic writes that no JSON Schema draft defines, so no format checker
+#: asserts them and the schema allows any string there; generated as a subset of
+#: what Pydantic's type accepts (instead of ignored, which made nearly every such
+#: document one Pydantic refuses). ``uuidN``: version N, RFC 4122 variant (Python's
+#: ``UUID.version`` is None for other variants); networks: the address alone, ``/32``
+#: (``/128``) and the whole-octet prefixes, which have no host bits set.
+PYDANTIC_FORMATS = {
+    **{f"uuid{v}": rf"[0-9a-fA-F]{{8}}-[0-9a-fA-F]{{4}}-{v}[0-9a-fA-F]{{3}}-[89abAB][0-9a-fA-F]{{3}}"
+                   r"-[0-9a-fA-F]{12}" for v in range(1, 9)},
+    "ipvanyaddress": rf"(?:{IPV4}|{IPV6})",
+    "ipv4network": _IPV4_NETWORK,
+    "ipv6network": _IPV6_NETWORK,
+    "ipvanynetwork": rf"(?:{_IPV4_NETWORK}|{_IPV6_NETWORK})",
+    "ipv4interface": _IPV4_INTERFACE,
+    "ipv6interface": _IPV6_INTERFACE,
+    "ipvanyinterface": rf"(?:{_IPV4_INTERFACE}|{_IPV6_INTERFACE})",
+}
+#: Every format the converter generates: the JSON Schema ones and Pydantic's.
+ALL_FORMATS = {**FORMATS, **PYDANTIC_FORMATS}
+
 # (shortest, longest) content length of each format (None: unbounded).
 _FORMAT_LENGTHS = {
     "date": (10, 10),
@@ -118,4 +145,9 @@ _FORMAT_LENGTHS = {
     "uri": (5, None),
     "hostname": (4, 125),
     **FORMAT_LENGTHS,
+    **{f"uuid{v}": (36, 36) for v in range(1, 9)},
+    "ipvanyaddress": (2, 45),
+    "ipv4network": (7, 18), "ipv4interface": (7, 18),
+    "ipv6network": (2, 49), "ipv6interface": (2, 49),
+    "ipvanynetwork": (2, 49), "ipvanyinterface": (2, 49),
 }

@@ -19,7 +19,7 @@ from .regex_text import _alt, _repeat
 from .schemas import _ANNOTATIONS, _HANDLED, _KINDS, _TYPE_SPECIFIC, _ptr, _refuse, _type_kinds, _unsupported
 from .string_formats import intersect
 from .strings import TooComplex, length_range, restrict_length, search_tree
-from .tokens import _FORMAT_LENGTHS, BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR
+from .tokens import _FORMAT_LENGTHS, ALL_FORMATS, BOOLEAN, INTEGER, NULL, NUMBER, STRING_CHAR
 
 
 #: Deepest group nesting regex_parser reads (deeper: RegexSyntaxError "too deeply nested").
@@ -215,9 +215,9 @@ class _TypedMixin:
         for fmt, ptr in self._collect(flat, "format"):
             formats.setdefault(fmt, ptr)
         for fmt, ptr in formats.items():
-            if fmt not in FORMATS:
+            if fmt not in ALL_FORMATS:
                 raise _refuse("format", ptr, f"format {fmt!r} is not supported "
-                              f"(supported: {', '.join(FORMATS)}); use pattern")
+                              f"(supported: {', '.join(ALL_FORMATS)}); use pattern")
         if len(formats) > 1:
             raise _refuse("format", list(formats.values())[1],
                           "several different formats cannot be combined")
@@ -230,7 +230,7 @@ class _TypedMixin:
             (pat, ptr), = patterns.items()
         if formats:
             (fmt, _), = formats.items()
-            content = FORMATS[fmt]
+            content = ALL_FORMATS[fmt]
             fmin, fmax = _FORMAT_LENGTHS.get(fmt) or length_range(parse_regex(content))
         if patterns:
             anchor_error = "unsupported anchors"
@@ -261,7 +261,7 @@ class _TypedMixin:
                 raise _refuse("pattern", ptr, str(exc)) from None
             if both:
                 tree = None if tree is None else intersect(
-                    ptree, tree, lambda text: re.fullmatch(FORMATS[fmt], text) is not None)
+                    ptree, tree, lambda text: re.fullmatch(ALL_FORMATS[fmt], text) is not None)
                 if tree is None:
                     raise _refuse("pattern", ptr, f"pattern cannot be combined with format "
                                   f"{fmt!r} (only literal prefixes/suffixes, or a character "
