@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .json_schema import choice_regex, schema_to_regex
+from .json_schema.schemas import pydantic_adapter
 from .output import squeeze_grid, to_grid
 from .processor import RegexProcessor
 
@@ -74,6 +75,17 @@ def _is_model_class(obj) -> bool:
     return isinstance(obj, type) and hasattr(obj, "model_json_schema") and hasattr(obj, "model_validate_json")
 
 
+def _json_validator(schema):
+    """Pydantic's ``validate_json`` for a model class, a ``TypeAdapter`` or a pydantic
+    dataclass; None for a plain schema (parsed with ``json.loads``)."""
+    if _is_model_class(schema):
+        return schema.model_validate_json
+    if isinstance(schema, (dict, bool, str, bytes)):
+        return None
+    adapter = pydantic_adapter(schema)
+    return adapter.validate_json if adapter is not None else None
+
+
 class _ParsingProcessor(RegexProcessor):
     def _parse_one(self, text: str, prompt: int):
         raise NotImplementedError
@@ -102,7 +114,8 @@ class JSONProcessor(_ParsingProcessor):
     """Constrain generation to JSON documents valid under a JSON Schema.
 
     Args:
-        schema_or_schemas: a schema (dict, JSON string or Pydantic model class)
+        schema_or_schemas: a schema (dict, JSON string, Pydantic model class, ``TypeAdapter``
+            or pydantic dataclass)
             for every prompt, or a list with one per prompt.
         tokenizer: the model's tokenizer.
         whitespace: regex for the whitespace allowed between JSON tokens
@@ -115,7 +128,8 @@ class JSONProcessor(_ParsingProcessor):
             not cached on disk). A schema with neither stays on the regex path either way.
         **kwargs: passed to :class:`RegexProcessor` (``eos_token_id``, ``cache_dir``...).
 
-    :meth:`parse` returns dicts (or Pydantic instances when a model class was given).
+    :meth:`parse` returns dicts (or what Pydantic's validation returns for a model class, a
+    ``TypeAdapter`` or a pydantic dataclass).
 
     >>> from hf_constrained import offline
     >>> tok = offline.local_tokenizer()
@@ -142,6 +156,7 @@ class JSONProcessor(_ParsingProcessor):
         schemas = list(schema_or_schemas) if isinstance(schema_or_schemas, (list, tuple)) else [schema_or_schemas]
         per_prompt = isinstance(schema_or_schemas, (list, tuple))
         self.schemas = schemas
+        self._validators = [_json_validator(s) for s in schemas]  # pydantic's, per schema (or None)
         if max_recursion_depth is None:  # recursive schemas as grammars (json_schema/recursive.py)
             from .json_schema.recursive import _init_grammar_route
             regexes = _init_grammar_route(self, schemas, per_prompt, tokenizer, whitespace, kwargs, strict=strict)
@@ -154,10 +169,10 @@ class JSONProcessor(_ParsingProcessor):
         super().__init__(regexes if per_prompt else regexes[0], tokenizer, **kwargs)
 
     def _parse_one(self, text: str, prompt: int):
-        schema = self.schemas[prompt if len(self.schemas) > 1 else 0]
-        if _is_model_class(schema):
+        validate = self._validators[prompt if len(self._validators) > 1 else 0]
+        if validate is not None:
             try:
-                return schema.model_validate_json(text)
+                return validate(text)
             except ValueError as e:  # pydantic.ValidationError: a rule the schema does not carry
                 return Rejected(text, e)
         return json.loads(text)

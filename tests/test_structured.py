@@ -111,6 +111,40 @@ def test_a_document_the_pydantic_model_refuses_is_a_rejected_marker(deepseek, de
     assert isinstance(good, Site) and str(good.url) == "https://example.com/"
 
 
+def test_type_adapters_and_pydantic_dataclasses(local_tok, local_model):
+    """A TypeAdapter or a pydantic dataclass is a schema too (they were a TypeError): the
+    regex comes from its json_schema(), parse() from its validate_json."""
+    pydantic = pytest.importorskip("pydantic")
+    from typing import Literal
+
+    from hf_constrained import Rejected
+
+    @pydantic.dataclasses.dataclass
+    class Pick:
+        name: Literal["ab", "cd"]
+        ok: bool
+
+    class Flag(pydantic.BaseModel):
+        on: bool
+
+    adapters = [pydantic.TypeAdapter(list[Literal[1, 2]]), Pick, pydantic.TypeAdapter(Flag)]
+    proc = JSONProcessor(adapters, local_tok, cache_dir=False)  # one per prompt
+    torch.manual_seed(0)
+    out = local_model.generate(**local_tok(["a", "b", "c"], return_tensors="pt", padding=True),
+                               logits_processor=[proc], do_sample=True, num_return_sequences=4, max_new_tokens=30)
+    values, finished = proc.parse(out), 0
+    for row in values:
+        nums, pick, flag = row
+        assert all(isinstance(v, Truncated) or not isinstance(v, Rejected) for v in row)
+        assert isinstance(nums, Truncated) or (isinstance(nums, list) and set(nums) <= {1, 2})
+        assert isinstance(pick, (Pick, Truncated)) and isinstance(flag, (Flag, Truncated))
+        finished += sum(not isinstance(v, Truncated) for v in row)
+    assert finished >= 4
+    assert schema_to_regex(Pick) == schema_to_regex(pydantic.TypeAdapter(Pick).json_schema())
+    with pytest.raises(TypeError, match="pydantic TypeAdapter"):
+        JSONProcessor(object(), local_tok)
+
+
 def test_choices_shared_and_per_prompt(deepseek, deepseek_model):
     cities = ["Paris", "London", "Tokyo", "New York", "Berlin", "Madrid", "Rome"]
     proc = ChoiceProcessor(cities, deepseek)

@@ -255,8 +255,9 @@ def schema_to_regex(schema: Any, *, whitespace: Optional[str] = None,
                     shared: Optional[bool] = None) -> str:
     """Convert a JSON Schema into a regex whose matches all validate.
 
-    :param schema: a dict or bool (the schema), a JSON string, or a pydantic
-        model class (its ``model_json_schema()`` is used).
+    :param schema: a dict or bool (the schema), a JSON string, a pydantic
+        model class (its ``model_json_schema()`` is used), a pydantic ``TypeAdapter`` or a
+        pydantic dataclass (its ``json_schema()``).
     :param whitespace: regex for the whitespace allowed between JSON tokens;
         it may only match JSON whitespace (space, ``\\t``, ``\\n``,
         ``\\r``).  Default :data:`WHITESPACE` (``[ ]?``: none or one

@@ -193,8 +193,25 @@ def _load(schema: Any) -> Any:
     method = getattr(schema, "model_json_schema", None)
     if callable(method):
         return _json_numbers_checked(method())
-    raise TypeError("schema must be a dict, a bool, a JSON string or a "
-                    f"pydantic model class, not {type(schema).__name__}")
+    adapter = pydantic_adapter(schema)
+    if adapter is not None:
+        return _json_numbers_checked(adapter.json_schema())
+    raise TypeError("schema must be a dict, a bool, a JSON string, a pydantic model class, a "
+                    f"pydantic TypeAdapter or a pydantic dataclass, not {type(schema).__name__}")
+
+
+def pydantic_adapter(schema: Any):
+    """``schema`` as a pydantic ``TypeAdapter`` (``json_schema()``, ``validate_json()``) when it
+    is one or a pydantic dataclass; None otherwise (pydantic is not imported for other values)."""
+    if callable(getattr(schema, "json_schema", None)) and callable(getattr(schema, "validate_json", None)) \
+            and not isinstance(schema, type):
+        return schema
+    if isinstance(schema, type) and getattr(schema, "__pydantic_validator__", None) is not None \
+            and hasattr(schema, "__dataclass_fields__"):
+        import pydantic
+
+        return pydantic.TypeAdapter(schema)
+    return None
 
 
 def _json_numbers_checked(root: Any) -> Any:
