@@ -169,10 +169,11 @@ class ConstrainedProcessor(LogitsProcessor):
     def _forced_step(self, config) -> bool:
         """True when ``forced_bos_token_id`` forces this step, the first of its generate() call
         (an encoder-decoder's decoder holds only its start token), to a special token other
-        than EOS, as mBART, NLLB, M2M100 and BART checkpoints do. The step is left to that processor and the token
-        becomes part of the prompt: the pattern starts after it (special tokens are left out
-        of the text). The next step checks that every row took it. A forced EOS or text token
-        is masked as any other step (and conflicts unless the pattern allows it there)."""
+        than EOS, as mBART, NLLB, M2M100 and BART checkpoints do. The step is left to that
+        processor and the token becomes part of the prompt: the pattern starts after it
+        (special tokens are left out of the text). The next step checks that every row took
+        it. A forced EOS or text token is masked as any other step (and conflicts unless the
+        pattern allows it there)."""
         forced = hf_internals._forced_first_token(self, config)
         if forced is None or forced in self.eos_token_ids or forced not in self._special_ids:
             return False
