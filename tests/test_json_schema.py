@@ -1511,3 +1511,69 @@ def test_pydantic_formats_are_generated_as_values_pydantic_accepts():
                             '"123e4567-e89b-42d3-c456-426614174000"')  # not the RFC 4122 variant
     with pytest.raises(SchemaError, match="unknown format 'uuid4'"):
         schema_to_regex({"type": "string", "format": "uuid4"}, strict=True)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True},
+    {"type": "array", "items": {"enum": ["a", "b", "c", "d"]}, "uniqueItems": True, "minItems": 2, "maxItems": 3},
+    {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "minItems": 1},
+    {"type": "array", "items": {"enum": [1, 1.0, True, "x", 2, {"k": [1]}], "type": ["integer", "object"]},
+     "uniqueItems": True, "maxItems": 2},
+    {"type": "array", "items": {"$ref": "#/$defs/c"}, "uniqueItems": True, "$defs": {"c": {"enum": [None, 0, "0"]}}},
+], ids=["enum", "bounds", "boolean", "equal-values-and-types", "ref"])
+def test_unique_items_over_few_values(schema):
+    """uniqueItems with an enum/const/boolean item schema: every generated array is valid, and
+    every valid set of items is generated (in the schema's order; other orders are not)."""
+    regex = schema_to_regex(schema)
+    check = validator(schema)
+    items = schema["items"]
+    pool = items.get("enum") or schema.get("$defs", {}).get("c", {}).get("enum") or [True, False]
+    generated, valid = set(), set()
+    for r in range(0, 5):
+        for combo in itertools.permutations(pool, r):
+            text = json.dumps(list(combo), separators=(",", ":"))
+            key = frozenset(json.dumps(v, sort_keys=True) for v in combo)  # the set, any order
+            if check.is_valid(list(combo)):
+                valid.add(key)
+            if re.fullmatch(regex, text) is not None:
+                assert check.is_valid(list(combo)), text
+                generated.add(key)
+    assert valid <= generated and generated
+
+
+def test_unique_items_refusals_and_limits():
+    with pytest.raises(SchemaError, match=r"'uniqueItems' at /uniqueItems.*few possible values"):
+        schema_to_regex({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
+    with pytest.raises(SchemaError, match="next to prefixItems"):
+        schema_to_regex({"type": "array", "prefixItems": [{"const": 1}], "items": {"enum": [2, 3]},
+                         "uniqueItems": True})
+    with pytest.raises(SchemaError, match="MAX_UNIQUE_VALUES"):
+        schema_to_regex({"type": "array", "items": {"enum": list(range(100))}, "uniqueItems": True})
+    with pytest.raises(SchemaError, match="no JSON value"):  # 2 distinct items of 1 possible value
+        schema_to_regex({"type": "array", "items": {"const": "a"}, "uniqueItems": True, "minItems": 2})
+    assert re.fullmatch(schema_to_regex({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}),
+                        '["a","b"]') and not re.fullmatch(
+        schema_to_regex({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}), '["b","a"]')
+
+
+def test_pydantic_sets_of_enums():
+    """set[Enum] and frozenset[Literal] export uniqueItems; they were refused."""
+    import enum
+    from typing import Literal
+
+    pydantic = pytest.importorskip("pydantic")
+
+    class Color(str, enum.Enum):
+        RED = "red"
+        GREEN = "green"
+        BLUE = "blue"
+
+    class Paint(pydantic.BaseModel):
+        colors: set[Color]
+        sizes: frozenset[Literal[1, 2, 3]] = frozenset()
+
+    regex = schema_to_regex(Paint)
+    rng = random.Random(0)
+    for _ in range(100):
+        Paint.model_validate_json(random_match(regex, rng))
+    assert re.fullmatch(regex, '{"colors":["red","blue"],"sizes":[1,3]}')

@@ -137,9 +137,11 @@ trivially satisfied ones (``uniqueItems: false``, ``minProperties: 0``,
 
 When ``enum`` or ``const`` is present, the finite set of values is filtered
 with ``jsonschema`` against the complete schema, so *every* sibling keyword is
-honoured exactly.
+honoured exactly. ``uniqueItems`` over items with few possible values (an ``enum``,
+``const`` or boolean item schema, at most ``MAX_UNIQUE_VALUES``) generates each value at
+most once, in the schema's order: every valid set of items, in one order.
 
-Everything else (``uniqueItems``, ``contains``, ``dependentRequired``,
+Everything else (``uniqueItems`` over other items, ``contains``, ``dependentRequired``,
 ``dependentSchemas``, ``minProperties``/``maxProperties`` when not trivial,
 ``if``/``then``/``else``, general ``not``, ``$dynamicRef``,
 remote ``$ref``, an embedded ``$id`` resource containing ``$ref``, unknown
@@ -202,7 +204,7 @@ from .converter import _Converter, _TextLimit
 from .drafts import _canonical, canonical, check_metaschema, detect_draft
 from .keys import _join_members, _key_excluding
 from .limits import (ANY_VALUE_MAX_DEPTH, MAX_CONVERSIONS, MAX_NEGATION_ALTERNATIVES, MAX_REGEX_TEXT,
-                     NUMBER_FRACTION_DIGITS, SHARE_MIN_TEXT, WHITESPACE)
+                     MAX_UNIQUE_VALUES, NUMBER_FRACTION_DIGITS, SHARE_MIN_TEXT, WHITESPACE)
 from .patterns import _emit, _length_range, _whitespace_regex, expanded_size
 from .ranges import _nonneg_int_range, _same_length, decimal_range_regex, integer_range_regex
 from .regex_text import _alt, _char, _json_text, _lit, _repeat, choice_regex, quoted
@@ -227,6 +229,7 @@ __all__ = [
     "MAX_CONVERSIONS",
     "MAX_NEGATION_ALTERNATIVES",
     "MAX_REGEX_TEXT",
+    "MAX_UNIQUE_VALUES",
     "SHARE_MIN_TEXT",
     "NULL",
     "NUMBER",

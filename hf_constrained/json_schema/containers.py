@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Optional
 
+from . import limits
 from .keys import _join_members, _key_excluding
 from .regex_text import _alt, _concat, _json_text, _lit, _repeat
 from .schemas import _ARRAY_KEYWORDS, _OBJECT_KEYWORDS, _ptr, _unsupported
@@ -22,14 +24,17 @@ class _ContainersMixin:
         maxs = self._collect(flat, "maxItems")
         m = max([int(v) for v, _ in mins], default=0)
         n = min([int(v) for v, _ in maxs], default=None)
+        unique = None
         for s, p, _ in flat:
-            if s.get("uniqueItems", False) and not (n is not None and n <= 1):
-                raise _unsupported("uniqueItems", _ptr(p, "uniqueItems"))
+            if s.get("uniqueItems", False) and not (n is not None and n <= 1) and unique is None:
+                unique = _ptr(p, "uniqueItems")
             if "contains" in s and not (s.get("minContains") == 0
                                         and "maxContains" not in s):
                 raise _unsupported("contains", _ptr(p, "contains"))
         if n is not None and m > n:
             return None
+        if unique is not None:
+            return self._unique_array(flat, m, n, unique)
         k = max([len(s["prefixItems"]) for s, _, _ in flat if "prefixItems" in s],
                 default=0)
         uneval = self._unevaluated(flat, "unevaluatedItems")
@@ -89,6 +94,89 @@ class _ContainersMixin:
         # collector would free, after walking everything allocated since (issue #12, part 23)
         del rest
         return self._container("\\[", "\\]", first, m == 0)
+
+    def _unique_array(self, flat: list, m: int, n: Optional[int], ptr: str) -> Optional[str]:
+        """An array with ``uniqueItems`` whose items have few possible values: each value
+        at most once, in the order the schema lists them (so every valid *set* of items is
+        generated, in one order: a subset of the valid arrays), ``m`` to ``n`` of them.
+        Refused (as before) when the items may take other values, or with ``prefixItems``
+        or ``unevaluatedItems``."""
+        if any("prefixItems" in s or s.get("unevaluatedItems", True) not in (True, {})
+               for s, _, _ in flat):
+            raise _unsupported("uniqueItems", ptr, "next to prefixItems or unevaluatedItems")
+        parts = [self.part(s["items"], _ptr(p, "items")) for s, p, _ in flat if "items" in s]
+        values = self._few_item_values(parts, ptr)
+        if values is None:
+            raise _unsupported("uniqueItems", ptr)
+        hi = len(values) if n is None else min(n, len(values))
+        if m > hi:  # fewer distinct values than minItems
+            return None
+        sep = self.ws + "," + self.ws
+        texts = [self.literal(v) for v in values]
+        k = len(texts)
+        memo: dict = {}
+
+        def seq(i: int, need: int, room: int, first: bool) -> Optional[str]:
+            """Items i.. in order, ``need`` to ``room`` of them; ``first``: none written yet."""
+            room = min(room, k - i)
+            if need > room:
+                return None
+            if i == k:
+                return ""
+            key = (i, need, room, first)
+            if key in memo:
+                return memo[key]
+            take = None
+            if room > 0:
+                rest = seq(i + 1, max(need - 1, 0), room - 1, False)
+                if rest is not None:
+                    take = ("" if first else sep) + texts[i] + rest
+            skip = seq(i + 1, need, room, first)
+            if take is not None and skip is not None and not first and \
+                    (max(need - 1, 0), min(room - 1, k - i - 1)) == (need, min(room, k - i - 1)):
+                out = _repeat(sep + texts[i], 0, 1) + skip  # both go on the same way: factored
+            else:
+                out = _alt([x for x in (take, skip) if x is not None])
+            if len(out) > limits.MAX_REGEX_TEXT:
+                raise _unsupported("uniqueItems", ptr, f"{k} possible values with these item "
+                                   "counts make the regex too large")
+            memo[key] = out
+            return out
+
+        body = seq(0, max(m, 1), hi, True) if hi >= 1 else None
+        return self._container("\\[", "\\]", body or None, m == 0)
+
+    def _few_item_values(self, parts: list, ptr: str) -> Optional[list]:
+        """The distinct JSON values valid against every item part when one of them allows only
+        a few (``enum``, ``const``, ``type`` boolean or null), in its order; None otherwise."""
+        candidates = None
+        for part in parts:
+            s = self._deref(part[0])
+            if not isinstance(s, dict):
+                continue
+            if isinstance(s.get("enum"), list):
+                candidates = list(s["enum"])
+            elif "const" in s:
+                candidates = [s["const"]]
+            elif s.get("type") == "boolean":
+                candidates = [True, False]
+            elif s.get("type") == "null":
+                candidates = [None]
+            if candidates is not None:
+                break
+        if candidates is None or not parts:
+            return None
+        values, seen = [], set()
+        for v in candidates:
+            key = _json_key(v)
+            if key in seen or not all(self.is_valid(part[0], v, "uniqueItems", ptr) for part in parts):
+                continue
+            seen.add(key)
+            values.append(v)
+        if len(values) > limits.MAX_UNIQUE_VALUES:
+            raise _unsupported("uniqueItems", ptr, f"the items have {len(values)} possible values, "
+                               f"more than MAX_UNIQUE_VALUES={limits.MAX_UNIQUE_VALUES}")
+        return values
 
     def _unevaluated(self, flat: list, keyword: str) -> list:
         """For each part with ``unevaluated*`` (other than true): that
@@ -267,3 +355,17 @@ class _ContainersMixin:
                 raise _unsupported("maxProperties", ptr)
             limit = value if limit is None else min(limit, value)
         return limit
+
+
+def _json_key(value) -> str:
+    """Equal for JSON-equal values (``1`` and ``1.0``; never ``true`` and ``1``): what
+    ``uniqueItems`` compares."""
+    def canon(v):
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, list):
+            return [canon(x) for x in v]
+        if isinstance(v, dict):
+            return {k: canon(x) for k, x in v.items()}
+        return v
+    return json.dumps(canon(value), sort_keys=True)

@@ -38,3 +38,8 @@ NUMBER_FRACTION_DIGITS = 6
 # Bounds on ``number`` beyond this magnitude are refused: above it, decimal
 # text and binary floats no longer agree on the integers.
 _MAX_EXACT_FLOAT_INT = 2**53
+
+#: ``uniqueItems`` is generated only for items with at most this many possible values
+#: (an ``enum``/``const``/boolean item schema, distinct items in the schema's order);
+#: the regex grows with its square. Other ``uniqueItems`` arrays are refused.
+MAX_UNIQUE_VALUES = 64

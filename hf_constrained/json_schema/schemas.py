@@ -48,8 +48,9 @@ _OBJECT_KEYWORDS = frozenset({
     "maxProperties", "dependentRequired", "dependentSchemas"})
 
 _HINTS = {
-    "uniqueItems": "the regex cannot force array items to be distinct; "
-                   "remove it, or set maxItems to 1",
+    "uniqueItems": "the regex cannot force array items to be distinct unless the items have "
+                   "few possible values (an enum, const or boolean item schema); remove it, "
+                   "or set maxItems to 1",
     "contains": "the regex cannot express 'some item matches'; use "
                 "prefixItems to place the required item instead",
     "multipleOf": "remove it, or enumerate the allowed values with enum",
