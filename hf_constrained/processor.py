@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -211,6 +212,7 @@ class ConstrainedProcessor(LogitsProcessor):
     def _start_run(self, input_ids: torch.Tensor, config) -> Run:
         n = count_prompts(input_ids, config, len(self.constraint.starts), self.per_prompt, type(self).__name__)
         forced = self._check_forced_step(input_ids, config)
+        self._check_stop_ids(config)
         before = hf_internals._processors_before(self)
         if forced:  # it acts at the first step only, which is behind us
             before = [p for p in before if type(p).__name__ != "ForcedBOSTokenLogitsProcessor"]
@@ -230,6 +232,38 @@ class ConstrainedProcessor(LogitsProcessor):
             run.weights = run.record.weights = WeightTracker(run.rows, input_ids.device, None)
             run.w_step = (torch.zeros(run.rows, device=input_ids.device), None, None)
         return run
+
+    def _check_stop_ids(self, config) -> None:
+        """generate()'s own EOS ids (its ``eos_token_id=``, or the model's generation config)
+        must not be text tokens this processor does not end matches with: generation stops on
+        such a token wherever the mask allows it as text, in the middle of a match too, and
+        its text stays in the output (what the processor's ``eos_token_id=`` refuses). When
+        none of them is the processor's EOS, a warning says that finished rows will not stop."""
+        vocab = getattr(self.constraint, "vocab", None)
+        if config is None or vocab is None:
+            return
+        eos = getattr(config, "_eos_token_tensor", None)
+        if eos is None:
+            eos = getattr(config, "eos_token_id", None)
+        if eos is None:
+            return
+        ids = eos.flatten().tolist() if isinstance(eos, torch.Tensor) else np.asarray(eos).reshape(-1).tolist()
+        known = set(self.eos_token_ids)
+        for e in ids:
+            e = int(e)
+            if e not in known and 0 <= e < len(vocab.tok_len) and vocab.tok_len[e] > 0:
+                raise GenerationConflictError(
+                    f"generate() stops on eos_token_id {e}, the text token {vocab.token_bytes[e]!r}, "
+                    f"which this processor does not end matches with (its EOS ids: {self.eos_token_ids}): "
+                    "a row would stop on it wherever the pattern allows that text, in the middle of a "
+                    "match too, and keep it. Pass only end-of-sequence (special) tokens as generate()'s "
+                    "eos_token_id (and the same ids to the processor's eos_token_id=)")
+        if ids and not known & {int(e) for e in ids}:
+            warnings.warn(
+                f"generate() stops on eos_token_id {sorted({int(e) for e in ids})}, none of which this "
+                f"processor ends matches with ({self.eos_token_ids}): a row that completes its match "
+                "emits the processor's EOS and then only EOS/pad until max_new_tokens. Pass "
+                "eos_token_id=model.generation_config.eos_token_id to the processor", stacklevel=2)
 
     def _mask_table(self, width: int, device: torch.device):
         last = self._last_masks

@@ -249,6 +249,33 @@ def test_special_and_added_tokens_never_allowed(deepseek):
             assert not allowed[t], deepseek.convert_ids_to_tokens(t)
 
 
+@pytest.mark.parametrize("mode", [dict(), dict(do_sample=True, num_return_sequences=2), dict(num_beams=3)],
+                         ids=["greedy", "samples", "beams"])
+def test_generate_eos_that_is_a_text_token_is_refused(local_tok, local_model, mode):
+    """generate(eos_token_id=[eos, <a text token>]) stopped rows on that token in the middle of
+    a match (`[a-z]{1,4}\\.[a-z]{1,4}` gave 'risx.'), and decode() returned those non-matches."""
+    dot = local_tok.convert_tokens_to_ids(".")
+    proc = RegexProcessor(r"[a-z]{1,4}\.[a-z]{1,4}", local_tok, cache_dir=False)
+    with pytest.raises(GenerationConflictError, match=rf"eos_token_id {dot}, the text token b'\.'"):
+        local_model.generate(**batch(local_tok, ["A:", "Bb:"]), logits_processor=[proc], max_new_tokens=12,
+                             eos_token_id=[local_tok.eos_token_id, dot], **mode)
+    # special ids the processor does not end with are fine (it never allows them)
+    out = local_model.generate(**batch(local_tok, ["A:", "Bb:"]), logits_processor=[proc], max_new_tokens=12,
+                               eos_token_id=[local_tok.eos_token_id, local_tok.pad_token_id], **mode)
+    assert_valid(proc, out, r"[a-z]{1,4}\.[a-z]{1,4}")
+
+
+def test_generate_eos_without_the_processors_eos_warns(local_tok, local_model):
+    """generate() stopping on other ids than the processor's EOS: finished rows go on emitting
+    EOS/pad to max_new_tokens (still valid, decode() cuts them), and a warning says why."""
+    proc = RegexProcessor(r"(ab|cd)", local_tok, cache_dir=False)
+    with pytest.warns(UserWarning, match="none of which this processor ends matches with"):
+        out = local_model.generate(**batch(local_tok, ["A:"]), logits_processor=[proc], max_new_tokens=8,
+                                   eos_token_id=local_tok.pad_token_id)
+    assert out.shape[1] - proc._run.prompt_len == 8  # not stopped by the processor's EOS
+    assert proc.decode(out) in ("ab", "cd")
+
+
 def test_pad_equals_eos(local_tok):
     from transformers import PreTrainedTokenizerFast
     tok = PreTrainedTokenizerFast(tokenizer_object=local_tok.backend_tokenizer, eos_token="<|endoftext|>",
