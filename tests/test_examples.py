@@ -155,6 +155,15 @@ def test_readme_generation_modes_block_runs(local_tok, local_model):
 
     code = _readme_block("# beam sampling")
     ns = {"tok": local_tok, "model": local_model, "draft_model": offline.tiny_model(local_tok, seed=1)}
+    from transformers.generation import candidate_generator
+
+    if hasattr(candidate_generator, "AssistedCandidateGeneratorDifferentTokenizers"):
+        pytest.importorskip("mistral_common")
+        ns["other_tok"] = offline.mistral_tokenizer()  # a draft with another tokenizer
+        ns["other_draft"] = offline.tiny_model(ns["other_tok"], seed=2)
+    else:  # no universal assisted generation in this transformers: the block without it
+        cut = code.index("# an assistant with its own tokenizer")
+        code = code[:cut] + code[code.index("texts = proc.decode(out)", cut):]
     torch.manual_seed(0)
     exec(code, ns)
     text = ns["texts"]
