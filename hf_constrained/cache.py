@@ -256,6 +256,19 @@ def _wait_for_lock(fd: int, wait_s: float):
             pause = min(2 * pause, 0.05)
 
 
+def file_name(key: str) -> str:
+    """The file name part for a cache ``key``: its first 40 characters when it is a hex digest
+    (the built-in engines' keys), else 40 of its SHA-256, so that any string an engine picks
+    (a ``/``, a long readable key whose start other keys share) names one file in the folder.
+
+    >>> file_name("ab" * 32) == "ab" * 20, len(file_name("my/engine")), "/" in file_name("my/engine")
+    (True, 40, False)
+    """
+    if len(key) >= 40 and all(c in "0123456789abcdef" for c in key):
+        return key[:40]
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
 class ConstraintCache:
     """The disk file of one constraint's states and masks (any engine with a
     ``cache_key()``): loaded at construction, merged and rewritten after calls.
@@ -270,8 +283,11 @@ class ConstraintCache:
     def __init__(self, constraint, cache_dir):
         self.constraint = constraint
         key = constraint.cache_key() if cache_dir is not None and hasattr(constraint, "cache_key") else None
+        if key is not None and not isinstance(key, str):
+            raise TypeError(f"{type(constraint).__name__}.cache_key() must return a string or None, "
+                            f"not {type(key).__name__} {key!r}")
         self.key = key
-        self.path = Path(cache_dir) / f"index-{key[:40]}.npy" if key is not None else None
+        self.path = Path(cache_dir) / f"index-{file_name(key)}.npy" if key is not None else None
         self.source = "built"
         self._saved = None
 

@@ -16,9 +16,12 @@ A state is a Python/numpy ``int64``:
 * ``> 0``: a live state, *interned* by the engine: the same id always stands
   for the same configuration (a DFA state, a parser configuration), so the
   shell may cache the mask of a state id for as long as the engine lives.
-  Ids are small, dense and allocated on first use (``1, 2, 3, ...``).
-* :data:`DEAD` (``0``): no continuation; only EOS is allowed so that a mask is
-  never all ``-inf`` (a correctly masked row never gets here).
+  Ids are small, dense and allocated on first use (``1, 2, 3, ...``): the shell's
+  mask tables have one row per id up to the largest seen, so this is required
+  (hash-like ids would allocate tables of that size).
+* :data:`DEAD` (``0``): no continuation; its rows share :data:`FINISHED`'s mask
+  (EOS and the pad id), so that a mask is never all ``-inf`` (a correctly masked
+  row never gets here).
 * :data:`FINISHED` (``-1``): EOS was emitted in an accepting state; EOS and the
   pad token are allowed (generate() pads finished rows).
 * :data:`UNKNOWN` (``-2``): used by the shell's row tracking only, never
@@ -29,16 +32,31 @@ Contract (what an implementation must guarantee)
 * ``allowed_mask(q, width)[t]`` is True iff token ``t`` keeps the text a prefix
   of some string of the language that can still be completed *with this
   vocabulary*; an EOS id is allowed iff ``q`` accepts. Ids ``>= vocab size``
-  (a model vocabulary padded larger) are never allowed. A live state allows
-  at least one token.
+  (a model vocabulary padded larger) are never allowed: the shell does not mask
+  them itself. A live state allows at least one token (the shell raises a
+  ``ConstraintError`` naming ``allowed_ids`` for a state that allows none).
+  ``allowed_ids`` returns non-negative integer ids (checked by the default
+  ``allowed_mask``); an ``allowed_bits`` that an engine overrides must be exactly
+  the same set, packed little-endian, and is read by the CPU (sparse) layout only.
 * ``advance(states, tokens)`` is the token-level transition, vectorised over
-  rows and deterministic: a token that ``allowed_mask`` bans leads to
+  rows and deterministic, and returns an ``int64`` array with one state per row
+  (checked each step: anything else raises an error naming ``advance``); a token
+  that ``allowed_mask`` bans leads to
   :data:`DEAD`; EOS from an accepting state leads to :data:`FINISHED`; a
   finished row stays finished whatever follows (padding); a dead row stays dead.
 * Every method may be called from several threads at once (one processor
   serving concurrent ``generate()`` calls). Engines grow shared tables lazily;
   they take their own lock where states or masks are *created*, not around
   every call.
+* Disk caching needs all of :meth:`~Constraint.cache_key` (any string: the file
+  name is derived from it), :meth:`~Constraint.export_state`,
+  :meth:`~Constraint.import_state` and a :meth:`~Constraint.cache_revision` (or
+  :attr:`~Constraint.num_states`) that grows as states are added; ``import_state``
+  is also called at every save, while other threads may be generating, with a
+  file another process wrote (whose state ids may differ from this one's).
+* Optional hook: ``warm()`` computes the start states' masks at construction (and
+  puts them in the disk cache); without it the shell asks ``allowed_ids`` of each
+  start state once.
 
 Minimal example: a finite set of token sequences (what ``tests`` use to prove
 the shell is engine-agnostic)::
@@ -175,6 +193,33 @@ def pack_ids(ids: np.ndarray, width: int) -> np.ndarray:
 UNKNOWN = -2
 
 
+def checked_states(engine, states, rows: int) -> np.ndarray:
+    """What ``engine.advance`` returned for ``rows`` rows, as the shell needs it: an ``int64``
+    array of that many states, each a live id (``> 0``), :data:`DEAD` or :data:`FINISHED`.
+    Integer arrays and lists of ints are taken as int64; anything else is refused with an
+    error naming the engine's ``advance`` (one type test on the usual step).
+
+    >>> checked_states(None, [3, -1], 2).dtype
+    dtype('int64')
+    >>> checked_states(None, np.array([1.0]), 1)
+    Traceback (most recent call last):
+    ...
+    TypeError: NoneType.advance must return an int64 array of states, one per row; it returned a float64 array of shape (1,)
+    """
+    if type(states) is not np.ndarray or states.dtype != np.int64 or states.shape != (rows,):
+        got = np.asarray(states)
+        if got.ndim != 1 or len(got) != rows or (got.size and got.dtype.kind not in "iu"):
+            raise TypeError(f"{type(engine).__name__}.advance must return an int64 array of states, one "
+                            f"per row; it returned a {got.dtype} array of shape {got.shape}"
+                            + (f" for {rows} rows" if got.ndim == 1 and len(got) != rows else ""))
+        states = got.astype(np.int64)
+    if rows and (int(states[0]) < FINISHED if rows == 1 else int(states.min()) < FINISHED):
+        bad = int(states.min())
+        raise ValueError(f"{type(engine).__name__}.advance returned the state {bad}: states are live "
+                         f"ids (> 0), DEAD (0) or FINISHED (-1)")
+    return states
+
+
 class Constraint:
     """Base class of constraint engines. Subclasses set the attributes below and
     implement :meth:`advance`, :meth:`accepting` and :meth:`allowed_ids`; the
@@ -188,12 +233,17 @@ class Constraint:
         vocab_size: number of token ids the tokenizer defines.
         cacheable: True when the mask of a state id never changes (the shell
             then keeps device-side masks per state id). An engine whose ids
-            are not interned sets False and the shell asks every step.
+            are not interned, or whose masks change over time, sets False and
+            the shell asks every step (``advance`` stays deterministic).
+
+    The shell reads no other attribute (an engine's own ``vocab`` is its own
+    business; the built-in engines' :class:`~hf_constrained.vocabulary.Vocabulary`
+    is used only to check the logits' width).
 
     >>> class Even(Constraint):         # state 1 forever: even ids only, EOS is 0
     ...     starts, eos_token_ids, vocab_size = np.array([1]), np.array([0]), 10
-    ...     def allowed_ids(self, q):
-    ...         return np.arange(0, 10, 2, dtype=np.int32)
+    ...     def allowed_ids(self, q):     # (DEAD and FINISHED: EOS only, no pad id)
+    ...         return np.arange(0, 10, 2, dtype=np.int32) if q > 0 else np.array([0], np.int32)
     >>> Even().allowed_mask(1, 12).nonzero()[0].tolist()
     [0, 2, 4, 6, 8]
     """
@@ -227,14 +277,21 @@ class Constraint:
         for j in range(tokens.shape[1]):
             col = tokens[:, j]
             pad = col < 0
-            nxt = self.advance(cur, np.where(pad, 0, col)) if (~pad).any() else cur.copy()
+            nxt = checked_states(self, self.advance(cur, np.where(pad, 0, col)), len(cur)) \
+                if (~pad).any() else cur.copy()
             cur = np.where(pad, np.where(cur == FINISHED, FINISHED, DEAD), nxt)
         return cur
 
     def allowed_mask(self, state: int, width: int) -> np.ndarray:
         """Bool mask over ``width`` logits of :meth:`allowed_ids` (ids beyond it: False)."""
         mask = np.zeros(width, dtype=bool)
-        ids = self.allowed_ids(state)
+        ids = np.asarray(self.allowed_ids(state))
+        if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+            raise TypeError(f"{type(self).__name__}.allowed_ids({state}) must return a 1-d array of "
+                            f"integer token ids, not {ids.dtype} of shape {ids.shape}")
+        if ids.size and int(ids.min()) < 0:  # (a negative index would allow a token from the end)
+            raise ValueError(f"{type(self).__name__}.allowed_ids({state}) returned a negative token id "
+                             f"({int(ids.min())}); ids are 0 .. vocab_size - 1")
         mask[ids[ids < width]] = True
         return mask
 

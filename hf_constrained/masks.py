@@ -195,6 +195,38 @@ class _Lists:
         return ids
 
 
+def _no_token(engine, state: int, width: int):
+    """The error for a state whose mask allows no token below ``width``: every score of its
+    rows would be -inf (greedy search then takes id 0, sampling fails on NaNs). None where the
+    width is below the engine's ``vocab_size`` (tests cut the logits).
+
+    >>> str(_no_token(None, 3, 10)).split(":")[0]
+    'NoneType.allowed_ids(3) allows no token among the 10 columns of the scores'
+    """
+    from .errors import ConstraintError
+
+    if width < int(getattr(engine, "vocab_size", 0) or 0):
+        return None  # logits narrower than the vocabulary cut the mask: _check_width's concern
+    what = ("FINISHED must allow EOS (and the pad id)" if state == FINISHED else
+            "DEAD must allow EOS" if state <= 0 else
+            "a live state allows at least one token (EOS iff it accepts); a configuration with no "
+            "continuation is DEAD, which advance() returns for the token that leads there")
+    return ConstraintError(f"{type(engine).__name__}.allowed_ids({state}) allows no token among the {width} "
+                           f"columns of the scores: {what} (the Constraint contract)")
+
+
+def _bans_all(banned: np.ndarray, width: int) -> bool:
+    """Do the packed little-endian ``banned`` bits ban every id below ``width``?
+
+    >>> _bans_all(np.array([255, 3], np.uint8), 10), _bans_all(np.array([255, 1], np.uint8), 10)
+    (True, False)
+    """
+    full, rem = divmod(width, 8)
+    if not (banned[:full] == 255).all():
+        return False
+    return rem == 0 or int(banned[full]) & ((1 << rem) - 1) == (1 << rem) - 1
+
+
 class MaskLayout:
     """Shared part of the layouts: the state -> table row map, grown under a lock.
 
@@ -324,6 +356,9 @@ class PackedMasks(MaskLayout):
             host = self.constraint.banned_bits(states[0], self.width)[None]
         else:
             host = np.stack([self.constraint.banned_bits(s, self.width) for s in states])
+        for s, row in zip(states, host):
+            if _bans_all(row, self.width) and _no_token(self.constraint, s, self.width):
+                raise _no_token(self.constraint, s, self.width)
         table = _grown(self.table, base + len(states))
         table[base: base + len(states)] = torch.from_numpy(host).to(self.device)
         self.table = table
@@ -414,11 +449,15 @@ class SparseMasks(MaskLayout):
         c = self.constraint  # (an engine's own stored bits, read-only; other objects: a copy)
         bits = c.packed_allowed(s, self.width) if isinstance(c, Constraint) else c.allowed_bits(s, self.width)
         if bits is not None:  # packed (16 KB at 129k): no 129k-wide pass per new state
-            return _id_list(bits, self.width, self._banned)
-        allowed = self.constraint.allowed_mask(s, self.width)
-        n = int(np.count_nonzero(allowed))
-        k = 2 * n <= self.width
-        return k, (_nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n))
+            k, ids = _id_list(bits, self.width, self._banned)
+        else:
+            allowed = self.constraint.allowed_mask(s, self.width)
+            n = int(np.count_nonzero(allowed))
+            k = 2 * n <= self.width
+            ids = _nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n)
+        if k and not len(ids) and _no_token(c, s, self.width):
+            raise _no_token(c, s, self.width)
+        return k, ids
 
     def _room(self, num_steps: int, need: int):
         """``(steps, host)`` with room for ``num_steps`` steps (the current ones copied
@@ -619,7 +658,10 @@ def make_masks(layout: str, constraint, width: int, device) -> MaskLayout:
     if cls is None:
         raise ValueError(f"mask_layout must be 'packed' or 'sparse' (or None for the device's "
                          f"default), not {layout!r}")
-    _check_width(getattr(constraint, "vocab", None), int(width),
+    vocab = getattr(constraint, "vocab", None)  # the built-in engines' Vocabulary (a third-party
+    if not hasattr(vocab, "tok_len"):  # engine's own ``vocab`` attribute is none of our business)
+        vocab = None
+    _check_width(vocab, int(width),
                  np.asarray(getattr(constraint, "eos_token_ids", ()), dtype=np.int64).reshape(-1))
     return cls(constraint, width, device)
 

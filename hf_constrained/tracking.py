@@ -52,7 +52,7 @@ import weakref
 import numpy as np
 import torch
 
-from .constraint import DEAD, FINISHED, UNKNOWN
+from .constraint import DEAD, FINISHED, UNKNOWN, checked_states
 from .errors import GenerationConflictError
 
 _HASH_SEED = 0x5EED
@@ -407,7 +407,7 @@ class Run(_LazyRowHash):
         state = hist[k][1]
         if state[0] == UNKNOWN:
             return None
-        states = self.constraint.advance(state.copy(), np.array([last], dtype=np.int64))
+        states = checked_states(self.constraint, self.constraint.advance(state.copy(), np.array([last], dtype=np.int64)), 1)
         # what _record(k + 1, [0], states, input_ids) records, on attributes: the row hash
         # (what the general path records) is read only by a later general step and by
         # decode(): computed then, from the ids, not on every token
@@ -459,7 +459,7 @@ class Run(_LazyRowHash):
         unknown = anc == UNKNOWN
         if self.weights is not None:
             self._carry_weights(w_base, k, np.where(ver_h, parent_h, -1), unknown, usual, last_h)
-        states = self.constraint.advance(np.where(unknown, DEAD, anc), last_h)
+        states = checked_states(self.constraint, self.constraint.advance(np.where(unknown, DEAD, anc), last_h), rows)
         if unknown.any():
             states = self.from_scratch(input_ids, unknown, states, record=False)
         self._record(k + 1, np.where(unknown, -1, parent_h), states, input_ids)

@@ -207,3 +207,104 @@ def test_pack_ids_rows_are_per_thread():
 
     in_threads(work, 4)
     assert not errors, errors[:3]
+
+
+@pytest.mark.parametrize("layout", ["packed", "sparse"])
+def test_engine_may_have_its_own_vocab_attribute(local_tok, local_model, layout):
+    """``vocab`` is not part of the Constraint contract: an engine that keeps its own
+    (a list of token strings, a dict) is not mistaken for the built-in Vocabulary."""
+    engine = words(local_tok, ["Rome", "Paris"])
+    engine.vocab = local_tok.get_vocab()
+    proc = ConstrainedProcessor(engine, local_tok, mask_layout=layout)
+    out = local_model.generate(**local_tok(["City:"], return_tensors="pt"), logits_processor=[proc],
+                               do_sample=False, max_new_tokens=10)
+    assert proc.decode(out) in ("Rome", "Paris")
+
+
+@pytest.mark.parametrize("layout", ["packed", "sparse"])
+def test_allowed_ids_of_the_wrong_kind_are_refused_by_name(local_tok, layout):
+    """The default allowed_mask never turns a negative id into a token counted from the
+    end of the vocabulary (a silent wrong mask), and names allowed_ids for ids that are
+    not integers (instead of numpy's indexing error); a list of ints is accepted."""
+    from hf_constrained.masks import make_masks
+
+    engine = words(local_tok, ["Rome"])
+    start, base = int(engine.starts[0]), engine.allowed_ids
+    width = len(local_tok)
+    engine.allowed_ids = lambda q: base(q).tolist()
+    assert engine.allowed_mask(start, width).nonzero()[0].tolist() == base(start).tolist()
+    for bad, err in [(lambda q: np.append(base(q), -1), ValueError),
+                     (lambda q: base(q).astype(np.float32), TypeError),
+                     (lambda q: np.isin(np.arange(width), base(q)), TypeError)]:
+        engine.allowed_ids = bad
+        with pytest.raises(err, match=r"Words\.allowed_ids"):
+            make_masks(layout, engine, width, torch.device("cpu")).apply(
+                torch.zeros(1, width), np.array([start]), inplace=True)
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_advance_results_are_checked_by_name(local_tok, local_model, rows):
+    """What advance returns is checked on every step, one row or several: a list of ints
+    is taken, a float array, one state too few or a state below FINISHED (which the
+    masks would silently treat as finished) raise an error naming Words.advance instead
+    of an IndexError deep in the row tracking."""
+    inputs = local_tok(["City:", "A longer prompt:"][:rows], return_tensors="pt", padding=True)
+
+    def generate(advance):
+        engine = words(local_tok, ["Rome", "Paris", "New York"])
+        real = engine.advance
+        engine.advance = lambda s, t: advance(real(s, t))
+        proc = ConstrainedProcessor(engine, local_tok)
+        out = local_model.generate(**inputs, logits_processor=[proc], do_sample=True,
+                                   num_return_sequences=2, max_new_tokens=10)
+        return proc, out
+
+    proc, out = generate(lambda st: st.tolist())
+    assert all(s.text in ("Rome", "Paris", "New York") for g in proc.generations(out) for s in g.sequences
+               if s.finished)
+    for advance, err in [(lambda st: st.astype(np.float64), TypeError), (lambda st: st[:-1], TypeError),
+                         (lambda st: np.where(st > 1, -5, st), ValueError)]:
+        with pytest.raises(err, match=r"Words\.advance"):
+            generate(advance)
+
+
+@pytest.mark.parametrize("layout", ["packed", "sparse"])
+@pytest.mark.parametrize("empty_in", ["live", "finished"])
+def test_a_mask_with_no_token_is_refused_by_name(local_tok, local_model, layout, empty_in):
+    """A state whose mask allows nothing (against the contract) would leave its rows all
+    -inf: greedy search then silently takes id 0 (EOS here) and sampling fails inside torch
+    on NaNs. The mask tables refuse it with an error naming the engine's allowed_ids."""
+    from hf_constrained.errors import ConstraintError
+
+    engine = words(local_tok, ["kiwi kiwi kiwi"])
+    base, start = engine.allowed_ids, int(engine.starts[0])
+    if empty_in == "live":
+        engine.allowed_ids = lambda q: np.zeros(0, np.int32) if q > start else base(q)
+        inputs = local_tok(["Fruit:"], return_tensors="pt")
+    else:  # two prompts, rows finish at different steps: the FINISHED row is needed
+        engine = words(local_tok, ["Rome"], ["kiwi kiwi kiwi"])
+        base = engine.allowed_ids
+        engine.allowed_ids = lambda q: np.zeros(0, np.int32) if q == FINISHED else base(q)
+        inputs = local_tok(["City:", "Fruit:"], return_tensors="pt", padding=True)
+    proc = ConstrainedProcessor(engine, local_tok, mask_layout=layout)
+    for kw in (dict(do_sample=False), dict(do_sample=True, num_return_sequences=2)):
+        with pytest.raises(ConstraintError, match=r"Words\.allowed_ids\(-?\d+\) allows no token"):
+            local_model.generate(**inputs, logits_processor=[proc], max_new_tokens=20, **kw)
+
+
+def test_any_cache_key_string_names_one_file_in_the_folder(local_tok, tmp_path):
+    """cache_key() is documented as "a string": a readable key with a '/' stays in the cache
+    folder, keys that share their first 40 characters get their own files, and a key that
+    is not a string is refused naming cache_key (not "'int' object is not subscriptable")."""
+    def engine(key):
+        w = words(local_tok, ["Rome"])
+        w.cache_key = lambda: key
+        return w
+
+    prefix = "my-word-list-engine/for-the-local-tokenizer/v1/"
+    paths = [ConstrainedProcessor(engine(prefix + name), local_tok, cache_dir=tmp_path)._cache_path
+             for name in ("fruit", "cities")]
+    assert paths[0] != paths[1] and all(p.parent == tmp_path for p in paths)
+    assert sorted(p.name for p in tmp_path.glob("index-*.npy")) == sorted(p.name for p in paths)
+    with pytest.raises(TypeError, match=r"Words\.cache_key"):
+        ConstrainedProcessor(engine(12345), local_tok, cache_dir=tmp_path)
