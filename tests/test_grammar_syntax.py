@@ -367,3 +367,17 @@ def test_case_insensitive_literals_match_what_re_ignorecase_matches():
     auto = ConfigAutomaton([from_lark('start: "σθk"i')])
     for s, ok in [("ςϑ\u212a", True), ("ΣΘK", True), ("σθk", True), ("σθx", False)]:
         assert _accepts(auto, s) == ok, s
+
+
+def test_case_insensitive_flag_on_a_regex_of_plain_characters():
+    """``/abc/i`` reads as ``"abc"i`` (Lark's to_regexp wraps it in ``(?i:...)`` once; it was
+    wrapped a second time and refused, while ``/abc/i "d"``, which Lark joins, was read);
+    ``i`` on a regex with classes or operators is still refused, naming the terminal."""
+    for text in ('start: A\nA: /select/i', 'start: A "!"\nA: /select/i'):
+        g = from_lark(text)
+        oracle = lark_parser(text)
+        auto = ConfigAutomaton([g])
+        for s in ["select", "SeLeCt", "SELECT", "selec", "selectx", "select!", "SELECT!", "ſelect!"]:
+            assert _accepts(auto, s) == lark_accepts(oracle, s), (text, s)
+    with pytest.raises(GrammarError, match="terminal A.*'\\(\\?i:\\[a-z\\]\\+\\)'"):
+        from_lark('start: A\nA: /[a-z]+/i')

@@ -206,11 +206,9 @@ def terminal_regex(name: str, pattern) -> str:
     """The project-dialect regex of one compiled Lark terminal (raises :class:`GrammarError`)."""
     rx = pattern.to_regexp()
     flags = set(pattern.flags)
-    if "i" in flags and type(pattern).__name__ == "PatternStr":
-        flags.discard("i")  # to_regexp already wrapped it as (?i:...)
-    elif "i" in flags:
-        flags.discard("i")
-        rx = f"(?i:{rx})"
+    # to_regexp already wrapped the value in (?f:...) for each flag, for string literals and
+    # regexes alike: /abc/i reads (?i:abc), as "abc"i does (wrapping it again refused every /.../i)
+    flags.discard("i")
     if flags:
         raise GrammarError(f"terminal {name}: regex flags {sorted(flags)} are not supported "
                            "(only 'i' on string literals); rewrite the regex without them")
