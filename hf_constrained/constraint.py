@@ -37,7 +37,9 @@ Contract (what an implementation must guarantee)
   ``ConstraintError`` naming ``allowed_ids`` for a state that allows none).
   ``allowed_ids`` returns non-negative integer ids (checked by the default
   ``allowed_mask``); an ``allowed_bits`` that an engine overrides must be exactly
-  the same set, packed little-endian, and is read by the CPU (sparse) layout only.
+  the same set, packed little-endian in ``ceil(width / 8)`` uint8 bytes (the shape
+  and dtype are checked, the bit order cannot be), and is read by the CPU (sparse)
+  layout only.
 * ``advance(states, tokens)`` is the token-level transition, vectorised over
   rows and deterministic, and returns an ``int64`` array with one state per row
   (checked each step: anything else raises an error naming ``advance``); a token
@@ -314,7 +316,7 @@ class Constraint:
         ([170, 170], False)
         """
         bits = self.allowed_bits(state, width)
-        if bits is not None:
+        if isinstance(bits, np.ndarray):  # (anything else: the shell refuses it, naming allowed_bits)
             bits.flags.writeable = False
         return bits
 

@@ -449,6 +449,11 @@ class SparseMasks(MaskLayout):
         c = self.constraint  # (an engine's own stored bits, read-only; other objects: a copy)
         bits = c.packed_allowed(s, self.width) if isinstance(c, Constraint) else c.allowed_bits(s, self.width)
         if bits is not None:  # packed (16 KB at 129k): no 129k-wide pass per new state
+            if not (isinstance(bits, np.ndarray) and bits.dtype == np.uint8 and bits.shape == ((self.width + 7) // 8,)):
+                got = f"{bits.dtype} of shape {bits.shape}" if isinstance(bits, np.ndarray) else type(bits).__name__
+                raise TypeError(f"{type(c).__name__}.allowed_bits({s}, {self.width}) must return "
+                                f"{(self.width + 7) // 8} uint8 bytes (the allowed ids' bits, little-endian: "
+                                f"np.packbits(mask, bitorder='little')), not {got}")
             k, ids = _id_list(bits, self.width, self._banned)
         else:
             allowed = self.constraint.allowed_mask(s, self.width)

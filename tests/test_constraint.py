@@ -308,3 +308,23 @@ def test_any_cache_key_string_names_one_file_in_the_folder(local_tok, tmp_path):
     assert sorted(p.name for p in tmp_path.glob("index-*.npy")) == sorted(p.name for p in paths)
     with pytest.raises(TypeError, match=r"Words\.cache_key"):
         ConstrainedProcessor(engine(12345), local_tok, cache_dir=tmp_path)
+
+
+def test_allowed_bits_of_the_wrong_shape_are_refused_by_name(local_tok):
+    """The CPU layout reads an engine's allowed_bits as they are: a bool mask instead of packed
+    bits failed inside torch ("INDICES element is out of DATA bounds"), one byte too few silently
+    banned the last 8 ids. Both are refused, naming allowed_bits."""
+    from hf_constrained.masks import make_masks
+
+    engine = words(local_tok, ["Rome"])
+    start, width = int(engine.starts[0]), len(local_tok)
+    good = engine.allowed_mask(start, width)
+    for bad in (good, np.packbits(good, bitorder="little")[:-1], list(np.packbits(good, bitorder="little"))):
+        engine.allowed_bits = lambda q, w, bad=bad: bad
+        with pytest.raises(TypeError, match=r"Words\.allowed_bits\(\d+, 544\) must return 68 uint8 bytes"):
+            make_masks("sparse", engine, width, torch.device("cpu")).apply(
+                torch.zeros(1, width), np.array([start]), inplace=True)
+    engine.allowed_bits = lambda q, w: np.packbits(engine.allowed_mask(q, w), bitorder="little")
+    out = make_masks("sparse", engine, width, torch.device("cpu")).apply(torch.zeros(1, width), np.array([start]),
+                                                                         inplace=False)
+    assert torch.isfinite(out[0]).nonzero()[:, 0].tolist() == engine.allowed_ids(start).tolist()
