@@ -9,6 +9,7 @@ from typing import Optional
 from . import limits
 from .keys import _join_members, _key_excluding
 from .regex_text import _alt, _concat, _json_text, _lit, _repeat
+from ..errors import SchemaError
 from .schemas import _ARRAY_KEYWORDS, _OBJECT_KEYWORDS, _ptr, _unsupported
 
 
@@ -314,12 +315,18 @@ class _ContainersMixin:
         key_parts = [self.part(s["propertyNames"], _ptr(p, "propertyNames"))
                      for s, p, _ in flat
                      if s.get("propertyNames", True) not in (True, {})]
+        patterns = [(pat, _ptr(p, "patternProperties"))
+                    for s, p, _ in flat for pat in s.get("patternProperties", {})]
         if key_parts:
             if names:
                 return None  # cannot intersect with "not a declared name"
             key = self.convert(key_parts + [self.part({"type": "string"}, "")])
             if key is None:
                 return None
+        elif patterns and not explicit and not declares:
+            # an object with only patternProperties (a map, pydantic's dict[constr(pattern=...), X])
+            # is generated closed, as objects without additionalProperties are: keys match a pattern
+            key = self._pattern_keys(patterns)
         else:
             key = _key_excluding(names)
         value_parts = member_parts(None)
@@ -330,6 +337,16 @@ class _ContainersMixin:
         if value is None:
             return None
         return key + self.ws + ":" + self.ws + value
+
+    def _pattern_keys(self, patterns: list) -> str:
+        """A key matching one of ``patterns`` (``(pattern, pointer)``), or any key where a
+        pattern cannot be converted (the schema allows any key: then as before)."""
+        try:
+            key = self.convert([self.part({"type": "string", "anyOf": [{"pattern": pat} for pat, _ in patterns]},
+                                          patterns[0][1])])
+        except SchemaError:
+            key = None
+        return key if key is not None else _key_excluding([])
 
     def _property_limit(self, flat: list, members: list, extra) -> Optional[int]:
         """Check minProperties/maxProperties.
