@@ -166,11 +166,12 @@ def _piece_decoder(tokenizer):
     replace_from, strip, byte_fallback = None, False, False
     for p in parts:
         t = p.get("type")
-        if t == "Replace" and p.get("content") == " ":
-            if replace_from is not None:  # one rule per piece: a second one was silently dropped
-                raise UnsupportedTokenizerError(
-                    f"unsupported tokenizer decoder chain {kinds}: more than one step turns "
-                    "characters into spaces; cannot map tokens to bytes")
+        spaces = t == "Metaspace" or (t == "Replace" and p.get("content") == " ")
+        if spaces and replace_from is not None:  # one rule per piece: a second one was silently dropped
+            raise UnsupportedTokenizerError(
+                f"unsupported tokenizer decoder chain {kinds}: more than one step turns "
+                "characters into spaces; cannot map tokens to bytes")
+        if t == "Replace" and spaces:
             replace_from = p["pattern"].get("String")
         elif t == "ByteFallback":
             byte_fallback = True
@@ -181,10 +182,6 @@ def _piece_decoder(tokenizer):
                 raise UnsupportedTokenizerError(f"unsupported Strip decoder settings {p}")
             strip = p.get("start", 0) == 1
         elif t == "Metaspace":
-            if replace_from is not None:
-                raise UnsupportedTokenizerError(
-                    f"unsupported tokenizer decoder chain {kinds}: more than one step turns "
-                    "characters into spaces; cannot map tokens to bytes")
             replace_from = p.get("replacement", "▁")
             strip = p.get("prepend_scheme", "always") != "never" and p.get("add_prefix_space", True)
         else:
@@ -464,15 +461,8 @@ class Vocabulary:
         plain = np.flatnonzero((lens > 0) & (first > 0x20) & (first < 0x7F))[:limit]
         pairs = [[int(a)] for a in spacey]
         pairs += [[int(a), int(b)] for a in spacey for b in list(spaced) + list(plain)]
-        if self.strip_leading_space and len(self.flat):
-            # a first token with a space past its first byte ("▁of▁the", "▁▁▁"): a tokenizers
-            # Metaspace decoder drops every "▁" of the first token, not only a leading one
-            order = np.argsort(self.tok_off, kind="stable")
-            order = order[self.tok_len[order] > 0]
-            at = np.flatnonzero(self.flat == 0x20)
-            owner = order[np.maximum(np.searchsorted(self.tok_off[order], at, side="right") - 1, 0)]
-            inner = (at > self.tok_off[owner]) & (at < self.tok_off[owner] + self.tok_len[owner])
-            pairs += [[int(t)] for t in np.unique(owner[inner])[:limit]]
+        # (first tokens a Metaspace decoder reads otherwise, "▁of▁the", " a": found from the
+        # pieces, :func:`_metaspace_first_token_suspects`, and probed by from_tokenizer)
         return pairs
 
     def verify_against(self, tokenizer, samples: int = 64, seed: int = 0, extra=()) -> None:
