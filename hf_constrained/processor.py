@@ -17,6 +17,7 @@ and ``decode()`` finds the call an output came from by its prompt columns.
 
 from __future__ import annotations
 
+import functools
 import gc
 import threading
 import warnings
@@ -35,6 +36,7 @@ from .masks import LAYOUTS, default_layout, make_masks
 from .output import build_generations, generated_ids, squeeze_grid, to_grid, token_logprobs
 from .regex_constraint import RegexConstraint
 from .tracking import Calls, Run, count_prompts
+from .vocabulary import _token_ids
 from .weights import WeightTracker, log_mass_before, weight_setting
 
 
@@ -178,30 +180,31 @@ class ConstrainedProcessor(LogitsProcessor):
         forced = hf_internals._forced_first_token(self, config)
         if forced is None or forced in self.eos_token_ids or forced not in self._special_ids:
             return False
-        key = id(config)
-        got = self._forced.get(key)
-        if got is not None and got[0]() is config:
+        if self._forced_token(config) is not None:
             return True  # the same step again (assisted generation: the draft's loop, then the check)
         if self._calls.has_run(config):  # a length of 1 in the middle of a call (inputs_embeds:
             return False  # the prompt is not in input_ids): that step is masked, and conflicts
+        key = id(config)
         self._forced[key] = (weakref.ref(config, lambda _r, k=key: self._forced.pop(k, None)), forced)
         return True
 
-    @property
+    def _forced_token(self, config):
+        """The token of the step of this generate() call (``config``) that was left to
+        ``forced_bos_token_id``, or None. (The entry lives as long as the call's config: a
+        later call of length 1 in the same generate() is that step again.)"""
+        got = self._forced.get(id(config)) if config is not None else None
+        return got[1] if got is not None and got[0]() is config else None
+
+    @functools.cached_property
     def _special_ids(self) -> frozenset:
-        ids = getattr(self, "_special_ids_cache", None)
-        if ids is None:
-            ids = self._special_ids_cache = frozenset(int(i) for i in getattr(self.tokenizer, "all_special_ids", ()))
-        return ids
+        return frozenset(int(i) for i in getattr(self.tokenizer, "all_special_ids", ()))
 
     def _check_forced_step(self, input_ids: torch.Tensor, config) -> bool:
         """After a step left to ``forced_bos_token_id`` (:meth:`_forced_step`), every row must
-        hold that token; True when this call follows such a step. (The entry lives as long as
-        the call's config: a later call of length 1 in the same generate() is that step again.)"""
-        got = self._forced.get(id(config)) if config is not None else None
-        if got is None or got[0]() is not config:
+        hold that token; True when this call follows such a step."""
+        forced = self._forced_token(config)
+        if forced is None:
             return False
-        forced = got[1]
         if input_ids.shape[-1] != 2 or not bool((input_ids[:, -1] == forced).all()):
             raise GenerationConflictError(
                 f"forced_bos_token_id={forced} forced the first decoder step, which this processor "
@@ -247,10 +250,9 @@ class ConstrainedProcessor(LogitsProcessor):
             eos = getattr(config, "eos_token_id", None)
         if eos is None:
             return
-        ids = eos.flatten().tolist() if isinstance(eos, torch.Tensor) else np.asarray(eos).reshape(-1).tolist()
+        ids = _token_ids(eos.flatten() if isinstance(eos, torch.Tensor) else eos, "generate()'s eos_token_id")
         known = set(self.eos_token_ids)
         for e in ids:
-            e = int(e)
             if e not in known and 0 <= e < len(vocab.tok_len) and vocab.tok_len[e] > 0:
                 raise GenerationConflictError(
                     f"generate() stops on eos_token_id {e}, the text token {vocab.token_bytes[e]!r}, "
@@ -258,9 +260,9 @@ class ConstrainedProcessor(LogitsProcessor):
                     "a row would stop on it wherever the pattern allows that text, in the middle of a "
                     "match too, and keep it. Pass only end-of-sequence (special) tokens as generate()'s "
                     "eos_token_id (and the same ids to the processor's eos_token_id=)")
-        if ids and not known & {int(e) for e in ids}:
+        if ids and not known & set(ids):
             warnings.warn(
-                f"generate() stops on eos_token_id {sorted({int(e) for e in ids})}, none of which this "
+                f"generate() stops on eos_token_id {sorted(set(ids))}, none of which this "
                 f"processor ends matches with ({self.eos_token_ids}): a row that completes its match "
                 "emits the processor's EOS and then only EOS/pad until max_new_tokens. Pass "
                 "eos_token_id=model.generation_config.eos_token_id to the processor", stacklevel=2)
