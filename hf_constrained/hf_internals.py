@@ -186,11 +186,7 @@ def _legacy_beam_sampling_guard() -> bool:
     legacy beam-sampling frame, False elsewhere (newer transformers, other
     modes, called outside generate()), where it does nothing.
     """
-    f = sys._getframe(1)
-    while f is not None:
-        if f.f_code.co_name == "_beam_search" and str(f.f_globals.get("__name__", "")).startswith("transformers"):
-            break
-        f = f.f_back
+    f = _transformers_frame("_beam_search")
     if f is None:
         return False
     local = f.f_locals
@@ -237,14 +233,19 @@ def _in_slicing_pipeline() -> bool:
     return False
 
 
+def _transformers_frame(name: str):
+    """The innermost running frame of a function ``name`` defined in a ``transformers`` module
+    (called from within it, e.g. through generate()), or None."""
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code.co_name == name and str(f.f_globals.get("__name__", "")).startswith("transformers"):
+            return f
+        f = f.f_back
+    return None
+
+
 def _in_assisted_decoding() -> bool:
     """True when called from transformers' ``_assisted_decoding`` (a draft model, the same
     model's early exit, prompt lookup: 4.46 to 5.x). On 5.x the draft model is a generate()
     argument, not a field of the ``GenerationConfig``, so the config alone does not tell."""
-    f = sys._getframe(1)
-    while f is not None:
-        if f.f_code.co_name == "_assisted_decoding" and str(f.f_globals.get("__name__", "")).startswith(
-                "transformers"):
-            return True
-        f = f.f_back
-    return False
+    return _transformers_frame("_assisted_decoding") is not None

@@ -357,8 +357,9 @@ class PackedMasks(MaskLayout):
         else:
             host = np.stack([self.constraint.banned_bits(s, self.width) for s in states])
         for s, row in zip(states, host):
-            if _bans_all(row, self.width) and _no_token(self.constraint, s, self.width):
-                raise _no_token(self.constraint, s, self.width)
+            err = _no_token(self.constraint, s, self.width) if _bans_all(row, self.width) else None
+            if err is not None:
+                raise err
         table = _grown(self.table, base + len(states))
         table[base: base + len(states)] = torch.from_numpy(host).to(self.device)
         self.table = table
@@ -460,8 +461,9 @@ class SparseMasks(MaskLayout):
             n = int(np.count_nonzero(allowed))
             k = 2 * n <= self.width
             ids = _nonzero(allowed, n) if k else _nonzero(~allowed, self.width - n)
-        if k and not len(ids) and _no_token(c, s, self.width):
-            raise _no_token(c, s, self.width)
+        err = _no_token(c, s, self.width) if k and not len(ids) else None
+        if err is not None:
+            raise err
         return k, ids
 
     def _room(self, num_steps: int, need: int):

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .hf_internals import _in_assisted_decoding
 from .output import Generation, Sequence  # noqa: F401 (Sequence: the module example)
 
 # Processors after ours that leave the sampling distribution unchanged.
@@ -123,8 +124,6 @@ def weight_setting(processors, proc, config, width: int | None = None) -> Weight
         beams = int(getattr(config, "num_beams", 1) or 1)
         if beams > 1:
             reasons.append(f"num_beams={beams}: beam search selects rows")
-        from .hf_internals import _in_assisted_decoding
-
         if (getattr(config, "assistant_model", None) is not None or getattr(config, "prompt_lookup_num_tokens", None)
                 or getattr(config, "assistant_early_exit", None) is not None or _in_assisted_decoding()):
             reasons.append("assisted decoding: not verified for weights")
