@@ -46,6 +46,8 @@ import unicodedata
 from .errors import RegexSyntaxError, UnsupportedRegexError
 
 MAX_CP = sys.maxunicode  # 0x10FFFF
+#: groups nested deeper than this are a RegexSyntaxError ("too deeply nested"), never a RecursionError
+MAX_GROUP_DEPTH = 200
 _SURROGATES = (0xD800, 0xDFFF)
 EMPTY = ("cat", ())
 _COMMENT = ("comment",)  # returned by group() for (?#...); never in a tree
@@ -481,7 +483,7 @@ class _Parser:
                 ext = kind[:3] if kind[:2] in ("?P", "?<") else kind[:2]
                 self.error("unknown extension " + ext, self.i)
         self.depth += 1
-        if self.depth > 200:
+        if self.depth > MAX_GROUP_DEPTH:
             self.error("too deeply nested")
         inner = self.alternation(top=False)
         self.depth -= 1

@@ -152,17 +152,11 @@ class _ContainersMixin:
         a few (``enum``, ``const``, ``type`` boolean or null), in its order; None otherwise."""
         candidates = None
         for part in parts:
-            s = self._deref(part[0])
-            if not isinstance(s, dict):
-                continue
-            if isinstance(s.get("enum"), list):
-                candidates = list(s["enum"])
-            elif "const" in s:
-                candidates = [s["const"]]
-            elif s.get("type") == "boolean":
-                candidates = [True, False]
-            elif s.get("type") == "null":
-                candidates = [None]
+            candidates = self._finite_values(part[0])  # const / enum
+            if candidates is None:
+                s = self._deref(part[0])
+                candidates = {"boolean": [True, False], "null": [None]}.get(s.get("type")) \
+                    if isinstance(s, dict) else None
             if candidates is not None:
                 break
         if candidates is None or not parts:

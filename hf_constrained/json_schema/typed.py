@@ -9,6 +9,7 @@ from fractions import Fraction
 from typing import Any, Optional
 
 from ..errors import RegexSyntaxError, UnsupportedRegexError
+from ..regex_parser import MAX_GROUP_DEPTH
 from ..regex_parser import parse as parse_regex
 from . import limits
 from .charsets import _encode_charset
@@ -20,10 +21,6 @@ from .schemas import _ANNOTATIONS, _HANDLED, _KINDS, _TYPE_SPECIFIC, _ptr, _refu
 from .string_formats import intersect
 from .strings import TooComplex, length_range, restrict_length, search_tree
 from .tokens import _FORMAT_LENGTHS, ALL_FORMATS, BOOLEAN, INTEGER, NULL, NUMBER, STRING_CHAR
-
-
-#: Deepest group nesting regex_parser reads (deeper: RegexSyntaxError "too deeply nested").
-_MAX_GROUP_NESTING = 200
 
 
 def _group_nesting(regex: str) -> int:
@@ -122,7 +119,9 @@ class _TypedMixin:
 
     def _numeric(self, flat: list, fraction: bool) -> Optional[str]:
         regex = self._numeric_text(flat, fraction)
-        if regex is not None and _group_nesting(regex) > _MAX_GROUP_NESTING:
+        # (at most as deep as it has groups: the character scan only for a regex with that many)
+        nesting = _group_nesting(regex) if regex is not None and regex.count("(") > MAX_GROUP_DEPTH else 0
+        if nesting > MAX_GROUP_DEPTH:  # what regex_parser reads at most
             # a bound with hundreds of significant digits (1e308 as an integer bound, 5e-324)
             bounds = [b for kw in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
                       for b in self._collect(flat, kw) if not isinstance(b[0], bool)]
@@ -130,12 +129,11 @@ class _TypedMixin:
                 steps = self._collect(flat, "multipleOf")
                 ptr = steps[0][1] if steps else _ptr(flat[0][1], "type")
                 raise _refuse(ptr.rsplit("/", 1)[-1], ptr, f"its exact regex would nest "
-                              f"{_group_nesting(regex)} groups deep (the regex engine reads at most "
-                              f"{_MAX_GROUP_NESTING})")
+                              f"{nesting} groups deep (the regex engine reads at most {MAX_GROUP_DEPTH})")
             v, ptr = max(bounds, key=lambda b: len(_plain_digits(b[0])))
             raise _refuse(ptr.rsplit("/", 1)[-1], ptr, f"the exact regex for bound {v!r} would nest "
-                          f"{_group_nesting(regex)} groups deep (the regex engine reads at most "
-                          f"{_MAX_GROUP_NESTING}); use a bound with fewer digits (a float bound "
+                          f"{nesting} groups deep (the regex engine reads at most "
+                          f"{MAX_GROUP_DEPTH}); use a bound with fewer digits (a float bound "
                           "such as 1e308 is its exact binary value, 309 digits; an integer "
                           "literal 10**308 is not)")
         return regex
