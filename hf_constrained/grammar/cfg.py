@@ -211,7 +211,7 @@ def terminal_regex(name: str, pattern) -> str:
     flags.discard("i")
     if flags:
         raise GrammarError(f"terminal {name}: regex flags {sorted(flags)} are not supported "
-                           "(only 'i' on string literals); rewrite the regex without them")
+                           "(only 'i'); rewrite the regex without them")
     for k, v in _LOOKBEHIND_FREE.items():
         rx = rx.replace(k, v)
     if "(?i:" in rx:
