@@ -3,7 +3,11 @@
 ``sentences(grammar_text, alphabet, n)``: every sentence of length <= n over
 ``alphabet``, by dynamic programming over lengths on the Lark grammar's
 compiled rules, with terminal languages enumerated by ``re.fullmatch`` and
-``%ignore`` lexemes inserted where the scannerless semantics allows them.
+``%ignore`` lexemes inserted where the scannerless semantics allows them, each
+ending anywhere its regex matches: the engine's reading of an ignored terminal
+it may cut anywhere (``grammar/ignored.py``'s CUT, what the tests that use this
+oracle ignore); comments, which end where Lark's match does, are checked against
+Lark itself (``test_grammar_ignored.py``).
 """
 
 from __future__ import annotations

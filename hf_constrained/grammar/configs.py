@@ -14,7 +14,9 @@ Reading a byte steps every thread and starts the terminals the boundary nodes
 expect (plus ``%ignore``); a thread whose DFA accepts ends its lexeme: the
 parser is consulted (only then) and all lexemes ending at the same byte are
 merged into one Earley node, while the thread also goes on (the lexeme may be
-longer). An ignored lexeme returns to the node it started at. The merge (an
+longer). An ignored lexeme returns to the node it started at, where Lark's
+match ends it (:mod:`.ignored`: anywhere, only where the next byte stops it,
+or at its first match). The merge (an
 Earley closure, the costly part) waits until a walk reads on from that
 configuration: most configurations a mask walk reaches are where a token ends,
 and whether they are sentences is known without it
@@ -47,6 +49,7 @@ from ..constraint import DEAD
 from .cfg import GrammarError
 from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError, Parser
 from .filling import PAIR_LOW, PAIR_SHIFT, CellFilling, _canon, column_classes, pack, unpack
+from .ignored import LONGEST, SHORTEST, ignore_modes
 from .lexer import terminal_dfa
 
 DEFAULT_MAX_CONFIGS = 200_000
@@ -67,7 +70,11 @@ class ConfigAutomaton(CellFilling):
     def __init__(self, grammars, *, strip_leading_space: bool = False,
                  max_configs: int = DEFAULT_MAX_CONFIGS, max_threads: int = DEFAULT_MAX_THREADS,
                  max_items: int = DEFAULT_MAX_ITEMS, max_nodes: int = DEFAULT_MAX_NODES):
+        grammars = list(grammars)
         self.parser = p = Parser(grammars, max_items=max_items, max_nodes=max_nodes)
+        self._longest_slots: set = set()    # ignore slots whose lexeme ends only where it stops
+        self._shortest_slots: set = set()   # ignore slots whose lexeme ends at its first match
+        self._ignore_live_memo: dict = {}
         self.max_configs, self.max_threads = int(max_configs), int(max_threads)
         pats = list(p.terminal_patterns)
         if strip_leading_space:
@@ -80,6 +87,13 @@ class ConfigAutomaton(CellFilling):
                 raise GrammarError(f"terminal {p.terminal_names[t]} matches the empty string "
                                    f"(regex {p.terminal_patterns[t]!r}); terminals must be non-empty: "
                                    "make the terminal non-empty and the rule that uses it optional")
+        # how each grammar's %ignore lexemes end (Lark's reading: grammar/ignored.py)
+        term_id = {pat: t for t, pat in enumerate(p.terminal_patterns)}
+        self._ignore_mode = []
+        for g in grammars:
+            modes = ignore_modes(g.patterns, g.ignore, g.terminals, lexer=dfa,
+                                 starts=[self._term_start[term_id[pat]] for pat in g.patterns]) if g.ignore else {}
+            self._ignore_mode.append({term_id[g.patterns[t]]: m for t, m in modes.items()})
         self.byte_class = dfa.byte_class
         self.n_classes = dfa.n_classes
         no_col = np.zeros(self.n_classes, dtype=np.int64)
@@ -124,6 +138,12 @@ class ConfigAutomaton(CellFilling):
         if sid is None:
             sid = self._slot_ids[key] = len(self._slots)
             self._slots.append(key)
+            if ignore:
+                mode = self._ignore_mode[self.parser.grammar[node]].get(term)
+                if mode == LONGEST:
+                    self._longest_slots.add(sid)
+                elif mode == SHORTEST:
+                    self._shortest_slots.add(sid)
         return sid
 
     def slot_parts(self, sid: int) -> tuple:
@@ -182,8 +202,48 @@ class ConfigAutomaton(CellFilling):
             self._by_closed[closed] = cid
         acc, p = self.parser._accept, self.parser
         self.accepting[cid] = any([acc[n] for n in boundary]) or any(
-            [p.scan_accepts(x >> PAIR_SHIFT, x & PAIR_LOW) for x in pending])
+            [p.scan_accepts(x >> PAIR_SHIFT, x & PAIR_LOW) for x in pending]) or bool(
+            self._longest_slots and any([self._ends_text(x) for x in threads]))
         return cid
+
+    def _ends_text(self, thread: int) -> bool:
+        """Whether a lexeme in progress (packed slot and lexer state) is an ignored one that
+        ends only where it stops (:data:`.ignored.LONGEST`), has matched, and started at a node
+        that accepts: then the text may end here (its match stops at the end)."""
+        sl, s = thread >> PAIR_SHIFT, thread & PAIR_LOW
+        return (sl in self._longest_slots and bool(self.lexer.accepting[s])
+                and bool(self.parser._accept[self._slots[sl] >> (PAIR_SHIFT + 1)]))
+
+    def _ignore_live(self, sl: int, s: int) -> bool:
+        """Whether an ignored lexeme of a :data:`.ignored.LONGEST` slot ``sl``, in lexer state
+        ``s``, can still be part of a sentence: it must reach a match after which either the
+        text ends (its node accepts) or a lexeme its node may start begins with a byte that
+        stops the match (that byte ends the ignored lexeme there). Without this check a
+        configuration could live on that no text completes (a comment that only a newline
+        ends, where nothing may start with one)."""
+        key = sl << PAIR_SHIFT | s
+        got = self._ignore_live_memo.get(key)
+        if got is None:
+            node = self._slots[sl] >> (PAIR_SHIFT + 1)
+            got = bool(self.parser._accept[node])
+            if not got:
+                lanes = self._node_lanes(node)
+                lex = self.lexer
+                starts = np.array(lanes[len(lanes) >> 1:], dtype=np.int64)
+                lex.expand_many(starts)
+                firsts = (lex.table[starts] != 0).any(axis=0) if len(starts) else np.zeros(self.n_classes, bool)
+                seen, todo = {s}, [s]
+                while todo and not got:
+                    d = todo.pop()
+                    lex.expand(d)
+                    row = lex.table[d]
+                    if lex.accepting[d] and bool((firsts & (row == 0)).any()):
+                        got = True
+                    for t in set(row.tolist()) - seen - {0}:
+                        seen.add(t)
+                        todo.append(t)
+            self._ignore_live_memo[key] = got
+        return got
 
     def _closed_key(self, cid: int) -> tuple:
         """``(boundary, threads, strip, ())`` of ``cid`` with its pending lexemes merged into one

@@ -87,7 +87,8 @@ class CellFilling:
         of an earlier one (its cells are copied), else ``(*slots, successor of the first space
         or None, column of each byte class, columns, classes of each column)``, lane ``i``'s slot
         at ``plan[i]`` (one flat tuple: one object for the cyclic collector's youngest generation,
-        not two); for the latter, ``_left[cid]`` counts the columns whose cells are still to fill."""
+        not two), ``guards`` that of :meth:`_guarded_lanes`; for the latter, ``_left[cid]``
+        counts the columns whose cells are still to fill."""
         got = self._plans.get(cid)
         if got is None:
             closed = self._closed_key(cid)
@@ -105,6 +106,7 @@ class CellFilling:
                     h = len(lanes) >> 1
                     slots += lanes[:h]
                     states += lanes[h:]
+                guards = self._guarded_lanes(threads, slots, states) if self._longest_slots else None
                 inv, columns, classes = self._lexer_moves(tuple(states)) if states else self._no_lanes
                 left = len(columns)
                 strip_to = None
@@ -114,9 +116,30 @@ class CellFilling:
                     if type(classes[inv[self._space_class]]) is int:   # a column of the space alone
                         left -= 1
                 self._left[cid] = left
-                got = (*slots, strip_to, inv, columns, classes)   # tuples: see _intern
+                got = (*slots, guards, strip_to, inv, columns, classes)   # tuples: see _intern
             self._plans[cid] = got
         return got
+
+    def _guarded_lanes(self, threads: tuple, slots: list, states: list):
+        """Add the lanes that start where an ignored lexeme of a :data:`.ignored.LONGEST` slot
+        ends: it has matched (its thread is in an accepting lexer state) and ends only if the
+        next byte stops it, so its node's lanes read that byte only in a column where the
+        thread is not live. Returns ``{lane: the thread's lane}`` for them (threads are the
+        first lanes), or None."""
+        guards = None
+        longest, acc = self._longest_slots, self.lexer.accepting
+        for i, x in enumerate(threads):
+            sl = x >> PAIR_SHIFT
+            if sl in longest and acc[x & PAIR_LOW]:
+                lanes = self._node_lanes(self._slots[sl] >> (PAIR_SHIFT + 1))
+                h = len(lanes) >> 1
+                if guards is None:
+                    guards = {}
+                for j in range(len(slots), len(slots) + h):
+                    guards[j] = i
+                slots += lanes[:h]
+                states += lanes[h:]
+        return guards
 
     def _fill_column(self, cid: int, col: int, plan: tuple) -> None:
         """The successor of ``cid`` for every byte class of lexer column ``col`` (then one
@@ -127,16 +150,23 @@ class CellFilling:
             slot_of = self._slots
             keep, scans, back = [], [], []
             shift, shift1 = PAIR_SHIFT, PAIR_SHIFT + 1
+            longest, shortest, guards = self._longest_slots, self._shortest_slots, plan[-5]
+            live = set(columns[col][0::4]) if guards is not None else ()
             it = iter(columns[col])                 # flat (lane, next state, accepts, goes on): lexer.moves
             for i, s2, a, g in zip(it, it, it, it):
+                if guards is not None and guards.get(i, -1) in live:
+                    continue                        # the ignored lexeme before it goes on: no start
                 sl = slots[i]
                 if a:
                     x = slot_of[sl]                 # pack(node, term) << 1 | ignore: configs._slot
                     if x & 1:
-                        back.append(x >> shift1)
+                        if not (g and sl in longest):   # a LONGEST one ends where the next byte stops it
+                            back.append(x >> shift1)
+                            if sl in shortest:
+                                g = 0               # a SHORTEST one ends at its first match
                     else:
                         scans.append(x >> 1)        # pack(node, term)
-                if g:
+                if g and not (longest and sl in longest and not self._ignore_live(sl, s2)):
                     keep.append(sl << shift | s2)
             nxt = self._intern(_canon(back), _canon(keep), False, _canon(scans))
         row = self.table[cid]               # after _intern, which may grow the table

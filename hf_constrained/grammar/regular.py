@@ -85,6 +85,7 @@ import re
 from ..errors import RegexSyntaxError, UnsupportedRegexError
 from ..regex_parser import parse as parse_regex, parse_alternatives
 from .regex_tree import RegexWriter, _TooBig, _alt, _seq, _simplify
+from .ignored import CUT, ignore_modes
 
 #: the longest regex (characters) one rewritten rule may get
 DEFAULT_MAX_REGEX = 4000
@@ -251,6 +252,9 @@ class _Rewrite(RegexWriter):
         cfg = self.cfg
         if not all(self.term_ok[t] for t in cfg.ignore):
             return cfg  # an ignored lexeme that cannot sit inside a regex: no gaps to write
+        if cfg.ignore and any(m != CUT for m in ignore_modes(cfg.patterns, cfg.ignore, cfg.terminals,
+                                                             refuse=False).values()):
+            return cfg  # one that ends only where Lark's match does (a comment): not inside a regex
         for comp in self._sccs():
             if len(comp) != 1:
                 continue

@@ -92,7 +92,8 @@ class SharedRegions:
         """Whether ``cid`` holds only lexemes in progress from ``slot`` (read from its key:
         a configuration with pending scans is not, and is not closed for asking)."""
         boundary, threads, strip, pending = self.dfa._keys[cid]
-        return not (boundary or strip or pending or not threads) and all(x >> PAIR_SHIFT == slot for x in threads)
+        return not (boundary or strip or pending or not threads or slot in self.dfa._longest_slots) and all(
+            x >> PAIR_SHIFT == slot for x in threads)
 
     def _pure_region(self, q: int, slot: int):
         """:func:`~hf_constrained.region.find_region` over the configurations with only
@@ -112,7 +113,7 @@ class SharedRegions:
         if boundary or strip or not threads:
             return None
         slot = threads[0] >> PAIR_SHIFT
-        if any(x >> PAIR_SHIFT != slot for x in threads):
-            return None
+        if any(x >> PAIR_SHIFT != slot for x in threads) or slot in a._longest_slots:
+            return None     # (a LONGEST ignored lexeme's successors start its node's lanes)
         _, term, ign = a.slot_parts(slot)
         return slot, (term, ign, tuple([x & PAIR_LOW for x in threads]))

@@ -1,0 +1,443 @@
+"""Where an ``%ignore``'d lexeme ends: Lark's reading, followed exactly.
+
+Lark's Earley scanner (both dynamic lexers) matches an ignored terminal at a
+position with Python's ``re.match`` on the whole text, and the ignored lexeme is
+that one match, never a shorter or longer one: with ``%ignore SH_COMMENT``
+(``#[^\\n]*``), ``[1, # two, 3]`` is no sentence, since the comment runs to the
+end of its line. Every other lexeme ends wherever its regex matches (the
+engine's reading, :mod:`.configs`). :func:`ignore_modes` says, per ignored
+terminal of a grammar, how the engine ends its lexemes so that the language is
+Lark's:
+
+* ``CUT``: wherever its regex matches, as other lexemes. Exact when the terminal
+  is *prefix-free* (no match goes on to a longer one, so there is one match),
+  or when no lexeme that may follow it can start with a byte that continues one
+  of its matches (whitespace, when no terminal starts with whitespace) and the
+  terminal is closed under concatenation, or cannot follow itself that way:
+  then the one place where a cut can stand is where the match stops anyway.
+* ``LONGEST``: only where the match can go no further (the engine keeps the
+  lexeme in progress and lets the next lexeme start where the next byte would
+  end it, :meth:`.filling.CellFilling._plan`). Needs ``re.match`` to find the
+  longest match (:func:`_continuing_ranges`) and every character that
+  continues a match to end in a match again (a byte decides; ``(\\r?\\n)+``
+  fails: after ``\\n`` an ``\\r`` continues it, and the match may still end
+  before it).
+* ``SHORTEST``: at its first match (the lexeme stops there): a lazy ``X*?``
+  over single characters between fixed text, as in ``C_COMMENT``
+  (``/\\*(.|\\n)*?\\*/``), where ``re.match`` takes the first end.
+
+Other ignored terminals are refused with a :class:`~.cfg.GrammarError` that
+names them and says why (rather than read another language than Lark's).
+
+>>> ignore_modes(["a", "[ ]+", "#[^\\n]*", r"/\\*(.|\\n)*?\\*/"], [1, 2, 3], ["A", "WS", "COMMENT", "C_COMMENT"])
+{1: 'cut', 2: 'longest', 3: 'shortest'}
+"""
+
+from __future__ import annotations
+
+import functools
+from re import _parser as sre  # Python's own reading of a pattern (lark reads widths with it too)
+
+import numpy as np
+
+from ..automaton import LazyDFA
+from ..errors import ConstraintError
+from ..regex_parser import MAX_CP, parse
+
+CUT, LONGEST, SHORTEST = "cut", "longest", "shortest"
+
+#: an ignored terminal's DFA is explored up to this many states (ignored terminals are
+#: whitespace and comments: a handful); a larger one is refused
+MAX_IGNORE_STATES = 2_000
+#: positions of an ignored terminal's regex with counted repetitions unrolled, for the
+#: determinism check of :func:`_continuing_ranges`
+MAX_POSITIONS = 2_000
+
+def ignore_modes(patterns, ignore, names, *, refuse: bool = True, lexer: LazyDFA | None = None,
+                 starts=None) -> dict:
+    """``{terminal: CUT | LONGEST | SHORTEST}`` for the ignored terminals ``ignore`` of a
+    grammar whose terminal regexes are ``patterns`` (named ``names``). ``refuse=False``:
+    an ignored terminal that cannot be followed gets None instead of a GrammarError.
+    ``lexer``: a DFA of every terminal, terminal ``t`` starting at ``starts[t]`` (the grammar
+    engine's): its states are read instead of a DFA of each ignored terminal, and its first
+    bytes before any terminal's regex is parsed for its first characters."""
+    from .cfg import GrammarError
+    ignore = list(dict.fromkeys(ignore))
+    info = {t: _ignored(patterns[t]) if lexer is None else _Ignored(patterns[t], lexer, starts[t])
+            for t in ignore}
+    first_bytes: dict = {}
+    leads: dict = {}
+
+    def overlaps(ranges, i: int) -> bool:
+        """Whether a match of terminal ``i`` may start with a character of ``ranges``."""
+        if lexer is not None:
+            got = first_bytes.get(i)
+            if got is None:
+                lexer.expand(starts[i])
+                got = first_bytes[i] = (lexer.table[starts[i]] != 0)[lexer.byte_class]
+            lead = leads.get(id(ranges))
+            if lead is None:
+                lead = np.zeros(256, dtype=bool)
+                for lo, hi in ranges:
+                    lead[sorted(_lead_bytes(lo, hi))] = True
+                leads[id(ranges)] = lead
+            if not (lead & got).any():
+                return False
+        return _overlap(ranges, _first_ranges_of(patterns[i]))
+    out = {}
+    for t in ignore:
+        ig = info[t]
+        if ig.prefix_free:
+            out[t] = CUT
+            continue
+        problem = None
+        if ig.lazy:
+            if _shortest_shape(patterns[t]):
+                out[t] = SHORTEST
+                continue
+            problem = ("a lazy quantifier other than one X*? over single characters between fixed "
+                       "text (as in C_COMMENT), where Python's re.match takes neither the shortest "
+                       "nor the longest match")
+        elif ig.extends is None:
+            problem = ("re.match may stop before the longest match (alternatives or repetitions "
+                       "that can start with the same character, as in 'a|ab')")
+        if problem is None:
+            if not any(overlaps(ig.extends, i) for i in range(len(patterns)) if i != t) and (
+                    not overlaps(ig.extends, t) or ig.closed):
+                out[t] = CUT
+                continue
+            if ig.byte_decides:
+                out[t] = LONGEST
+                continue
+            problem = ("a match can go on through text that is no match (as '\\r' after '\\n' in "
+                       "(\\r?\\n)+, or the first byte of a character that \\s matches only in part of, "
+                       "U+0085 but not U+0080), and lexemes that may follow it start with such "
+                       "characters, so where it ends depends on more than the next byte")
+        if not refuse:
+            out[t] = None
+            continue
+        raise GrammarError(
+            f"%ignore {names[t]} (regex {patterns[t]!r}): Lark ends an ignored lexeme where Python's "
+            f"re.match ends, and that cannot be followed here: {problem}. Write it as one %ignore per "
+            "simple terminal (whitespace; one comment form, e.g. /#[^\\n]*/), or use it in the rules "
+            "instead of ignoring it")
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _ignored(pattern: str) -> "_Ignored":
+    return _Ignored(pattern)
+
+
+class _Ignored:
+    """An ignored terminal's own DFA, read once: whether it is prefix-free, the characters
+    that continue a match (``extends``, from :func:`_continuing_ranges`), whether it is closed under concatenation (``closed``) and
+    whether the first byte of a character decides if it continues a match (``byte_decides``)."""
+
+    def __init__(self, pattern: str, dfa: LazyDFA | None = None, start: int | None = None):
+        from .cfg import GrammarError
+        if dfa is None:
+            dfa = LazyDFA.from_patterns([pattern])
+            start = dfa.starts[0]
+        self.dfa, self.start = dfa, start
+        self.states = states = [start]       # every state reachable from the start
+        seen = {0, start}
+        for s in states:
+            if len(states) > MAX_IGNORE_STATES:
+                raise GrammarError(f"the ignored terminal {pattern!r} has more than {MAX_IGNORE_STATES} "
+                                   "DFA states; ignored terminals are whitespace and comments: make it simpler")
+            dfa.expand(s)
+            for t in set(dfa.table[s].tolist()) - seen:
+                seen.add(t)
+                states.append(t)
+        table, acc = dfa.table, dfa.accepting
+        classes = set()
+        for d in states:
+            if acc[d]:
+                classes.update(np.nonzero(table[d])[0].tolist())
+        self.prefix_free = not classes
+        self.lazy = any(op is sre.MIN_REPEAT for op in _ops(sre.parse(pattern)))
+        #: the code point ranges that continue a match (None: re.match may not take the longest)
+        self.extends = None if self.lazy else _continuing_ranges(pattern)
+
+    @functools.cached_property
+    def closed(self) -> bool:
+        """Whether ``L L ⊆ L``: the language from every accepting state holds the language
+        from the start (pairs of states walked together)."""
+        dfa = self.dfa
+        table, acc, start = dfa.table, dfa.accepting, self.start
+        for d in self.states:
+            if not acc[d]:
+                continue
+            seen, todo = {(start, d)}, [(start, d)]
+            while todo:
+                a, b = todo.pop()
+                for x, y in zip(table[a].tolist(), table[b].tolist()):
+                    if x and not y or acc[x] and not acc[y]:
+                        return False
+                    if x and (x, y) not in seen:
+                        seen.add((x, y))
+                        todo.append((x, y))
+        return True
+
+    @functools.cached_property
+    def byte_decides(self) -> bool:
+        """Whether every character read from an accepting state either dies at its first byte
+        or ends in an accepting state (then the byte after a match says if the match ends)."""
+        dfa = self.dfa
+        table, acc, cls = dfa.table, dfa.accepting, dfa.byte_class
+        for d in self.states:
+            if not acc[d]:
+                continue
+            for b in range(256):
+                e = int(table[d, cls[b]])
+                if e and not acc[e] and not _all_complete(table, acc, cls, e, _continuations(b)):
+                    return False
+        return True
+
+
+def _continuations(lead: int):
+    """The byte ranges of each continuation byte of a UTF-8 character that starts with ``lead``
+    (the second byte's range depends on the lead: no overlong or surrogate forms)."""
+    if lead < 0xC2 or lead > 0xF4:
+        return ()
+    second = {0xE0: (0xA0, 0xBF), 0xED: (0x80, 0x9F), 0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}.get(lead, (0x80, 0xBF))
+    n = 1 if lead < 0xE0 else 2 if lead < 0xF0 else 3
+    return (second,) + ((0x80, 0xBF),) * (n - 1)
+
+
+def _all_complete(table, acc, cls, s: int, rest) -> bool:
+    """Whether every byte sequence of the ranges ``rest`` leads from ``s`` to an accepting
+    state (through live states)."""
+    if not rest:
+        return bool(acc[s])
+    lo, hi = rest[0]
+    nxt = {int(table[s, cls[b]]) for b in range(lo, hi + 1)}
+    return 0 not in nxt and all(_all_complete(table, acc, cls, t, rest[1:]) for t in nxt)
+
+
+def _ops(p):
+    """Every opcode of a ``re._parser`` SubPattern, nested ones too."""
+    for op, av in p:
+        yield op
+        for sub in _subpatterns(av):
+            yield from _ops(sub)
+
+
+def _subpatterns(av):
+    if isinstance(av, sre.SubPattern):
+        yield av
+    elif isinstance(av, (tuple, list)):
+        for x in av:
+            yield from _subpatterns(x)
+
+
+_CHAR_OPS = (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN)
+
+
+def _single_char(items) -> bool:
+    """Whether a SubPattern's items match exactly one character (a literal, a class, ``.``,
+    a group of one, or an alternation of such)."""
+    items = list(items)
+    if len(items) != 1:
+        return False
+    op, av = items[0]
+    if op in _CHAR_OPS:
+        return True
+    if op is sre.SUBPATTERN:
+        return _single_char(av[-1])
+    if op is sre.BRANCH:
+        return all(_single_char(alt) for alt in av[1])
+    return False
+
+
+def _shortest_shape(pattern: str) -> bool:
+    """Whether ``pattern`` is fixed single characters, one lazy ``X*?`` or ``X+?`` over single
+    characters, then fixed single characters: then the match ``re.match`` finds is the first
+    end (the lazy loop tries its counts in increasing order, and each count gives one end)."""
+    items = []
+
+    def flatten(p):
+        for op, av in p:
+            if op is sre.SUBPATTERN and not any(o is sre.BRANCH for o, _ in av[-1]):
+                flatten(av[-1])
+            else:
+                items.append((op, av))
+    flatten(sre.parse(pattern))
+    lazy = [i for i, (op, _) in enumerate(items) if op is sre.MIN_REPEAT]
+    if len(lazy) != 1:
+        return False
+    lo, hi, body = items[lazy[0]][1]
+    if lo > 1 or hi != sre.MAXREPEAT or not _single_char(body):
+        return False
+    return all(_single_char([x]) for i, x in enumerate(items) if i != lazy[0])
+
+
+def _continuing_ranges(pattern: str):
+    """The code point ranges that continue a match of ``pattern``, when ``re.match`` finds
+    the longest match at every position, else None. It does when the regex is deterministic
+    (Glushkov: the positions that may come first, and those that may follow each position,
+    match pairwise disjoint characters) with greedy quantifiers only: a backtracking match
+    then walks the one path a text allows, and backtracks only to stop where the rest of the
+    pattern is empty, from the deepest such point, the longest match. (Lazy patterns are
+    :func:`_shortest_shape`'s.) A match ends at one position there, so what continues it is
+    what may follow the positions that may come last.
+
+    >>> _continuing_ranges("#[^\\n]*")[:2], _continuing_ranges("[ ]+"), _continuing_ranges("a|ab")
+    ([(0, 9), (11, 55295)], [(32, 32)], None)
+    """
+    try:
+        tree = parse(pattern)
+    except ConstraintError:
+        return None
+    g = _Glushkov()
+    try:
+        _, first, last = g.build(tree)
+    except _TooBig:
+        return None
+    if not (_disjoint(g, first) and all(_disjoint(g, f) for f in g.follow.values())):
+        return None
+    return _merge([r for p in last for q in g.follow[p] for r in g.ranges[q]])
+
+
+class _TooBig(Exception):
+    pass
+
+
+class _Glushkov:
+    """Positions (leaf classes, counted repetitions unrolled), first sets and follow sets."""
+
+    def __init__(self):
+        self.ranges: list = []      # position -> code point ranges
+        self.follow: dict = {}      # position -> set of positions
+
+    def build(self, t):
+        """``(nullable, first, last)`` of tree ``t`` (adds its positions and follow pairs)."""
+        kind = t[0]
+        if kind == "cls":
+            if len(self.ranges) >= MAX_POSITIONS:
+                raise _TooBig
+            p = len(self.ranges)
+            self.ranges.append(t[1])
+            self.follow[p] = set()
+            return False, {p}, {p}
+        if kind == "cat":
+            return self._cat([lambda x=x: self.build(x) for x in t[1]])
+        if kind == "alt":
+            null, first, last = False, set(), set()
+            for x in t[1]:
+                n, f, la = self.build(x)
+                null, first, last = null or n, first | f, last | la
+            return null, first, last
+        if kind == "rep":
+            body, lo, hi = t[1], t[2], t[3]
+            parts = [lambda: self.build(body)] * lo
+            if hi is None:
+                parts.append(lambda: self._star(body))
+            else:
+                parts += [lambda: self._optional(body)] * (hi - lo)
+            if len(parts) > MAX_POSITIONS:
+                raise _TooBig
+            return self._cat(parts)
+        raise _TooBig   # definitions and calls: not checked
+
+    def _cat(self, parts):
+        null, first, last = True, set(), set()
+        for build in parts:
+            n, f, la = build()
+            for p in last:
+                self.follow[p] |= f
+            if null:
+                first = first | f
+            last = (last | la) if n else la
+            null = null and n
+        return null, first, last
+
+    def _star(self, body):
+        _, f, la = self.build(body)
+        for p in la:
+            self.follow[p] |= f
+        return True, f, la
+
+    def _optional(self, body):
+        _, f, la = self.build(body)
+        return True, f, la
+
+
+def _disjoint(g: _Glushkov, positions) -> bool:
+    spans = sorted((lo, hi) for p in positions for lo, hi in g.ranges[p])
+    return all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
+
+
+def _lead_bytes(lo: int, hi: int) -> set:
+    """The first UTF-8 bytes of the code points ``lo..hi``.
+
+    >>> sorted(_lead_bytes(0x41, 0x42)), sorted(_lead_bytes(0x7F, 0x800))
+    ([65, 66], [127, 194, 195, 196, 197, 198, 199, 200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217, 218, 219, 220, 221, 222, 223, 224])
+    """
+    out = set()
+    for a, b, enc in ((0, 0x7F, lambda c: c), (0x80, 0x7FF, lambda c: 0xC0 | c >> 6),
+                      (0x800, 0xFFFF, lambda c: 0xE0 | c >> 12), (0x10000, MAX_CP, lambda c: 0xF0 | c >> 18)):
+        x, y = max(lo, a), min(hi, b)
+        if x <= y:
+            out.update(range(enc(x), enc(y) + 1))
+    return out
+
+
+def _merge(ranges) -> list:
+    out = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _overlap(a, b) -> bool:
+    """Whether two merged range lists share a code point."""
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i][1] < b[j][0]:
+            i += 1
+        elif b[j][1] < a[i][0]:
+            j += 1
+        else:
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_ranges_of(pattern: str) -> tuple:
+    """The code point ranges a match of ``pattern`` may start with (all where unknown)."""
+    try:
+        return tuple(_merge(_first_ranges(parse(pattern))[1]))
+    except (ConstraintError, _TooBig):
+        return ((0, MAX_CP),)
+
+
+def _first_ranges(t) -> tuple:
+    """``(nullable, code point ranges a match may start with)`` of tree ``t``."""
+    kind = t[0]
+    if kind == "cls":
+        return False, list(t[1])
+    if kind == "cat":
+        out = []
+        for x in t[1]:
+            n, f = _first_ranges(x)
+            out += f
+            if not n:
+                return False, out
+        return True, out
+    if kind == "alt":
+        got = [_first_ranges(x) for x in t[1]]
+        return any(n for n, _ in got), [r for _, f in got for r in f]
+    if kind == "rep":
+        if t[3] == 0:
+            return True, []
+        n, f = _first_ranges(t[1])
+        return n or t[2] == 0, f
+    raise _TooBig
+
+
+__all__ = ["CUT", "LONGEST", "SHORTEST", "ignore_modes"]

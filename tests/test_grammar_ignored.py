@@ -1,0 +1,213 @@
+"""%ignore lexemes end where Lark's match ends (grammar/ignored.py), against Lark's own Earley parser."""
+
+import itertools
+import random
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from hf_constrained import GrammarError, GrammarProcessor
+from hf_constrained.constraint import DEAD
+from hf_constrained.grammar.cfg import from_lark
+from hf_constrained.grammar.configs import ConfigAutomaton
+from hf_constrained.grammar.constraint import GrammarConstraint
+from hf_constrained.grammar.ignored import CUT, LONGEST, SHORTEST, ignore_modes
+
+from grammar_oracle import lark_accepts, lark_parser, prefixes
+from test_grammar_masks import _states_along, brute_force_allowed
+from test_grammar_processor import BoostEOS, check
+
+SH = r"""
+start: "[" [item ("," item)*] "]"
+item: "1"
+%ignore /#[^\n]*/
+%ignore "\n"
+"""
+C_COMMENT = r"""
+start: "a" ("b" "a")*
+%import common.C_COMMENT
+%ignore C_COMMENT
+"""
+WS_BEFORE_SPACE = r"""
+start: "a" B
+B: / b/
+%ignore / +/
+"""
+UNENDED = r"""
+start: "x" "y"
+%ignore /#[^\n]*/
+"""
+WS_AND_CPP = r"""
+start: NUMBER ("+" NUMBER)*
+NUMBER: /[0-9]+/
+%import common.WS
+%import common.CPP_COMMENT
+%ignore WS
+%ignore CPP_COMMENT
+"""
+
+# (name, grammar, alphabet, sentence length bound n, prefix length m whose completions fit in n,
+#  sentences, texts that are no sentence because an ignored match runs on (or stops) where Lark's does)
+CASES = [
+    ("sh_comment", SH, "[]1,#\n", 6, 3, ["[#\n1]", "[1]#", "[1,#,\n1]"], ["[#1]", "[1#]", "[1,#\n]"]),
+    ("c_comment_shortest", C_COMMENT, "ab/*", 7, 3, ["a/**/ba", "a/*/*/", "/**/a"], ["a/**/*/", "a/*a*/*/"]),
+    ("space_before_a_spaced_terminal", WS_BEFORE_SPACE, "ab ", 6, 3, ["a b", " a b", "a b  "], ["a  b"]),
+    ("comment_nothing_may_end", UNENDED, "xy#\n", 5, 3, ["xy", "xy#x", "xy#"], ["x#y", "x#\ny", "xy#\n"]),
+    ("ws_and_cpp_comment", WS_AND_CPP, "1+/ \n", 6, 3, ["1//+1", "1//\n+1", "1 +//\n1"], ["1+//1", "1+// 2"]),
+]
+
+
+def _viable(auto, alphabet, n):
+    """Every string of length <= n over alphabet that the recognizer keeps live, with its state."""
+    out, frontier = {"": auto.starts[0]}, [("", auto.starts[0])]
+    for _ in range(n):
+        nxt = []
+        for s, q in frontier:
+            for ch in alphabet:
+                q2 = auto.walk(q, ch.encode())
+                if q2 != DEAD:
+                    out[s + ch] = q2
+                    nxt.append((s + ch, q2))
+        frontier = nxt
+    return out
+
+
+@pytest.mark.parametrize("name,text,alphabet,n,m,good,bad", CASES, ids=[c[0] for c in CASES])
+def test_sentences_and_prefixes_are_larks(name, text, alphabet, n, m, good, bad):
+    """Every string up to n characters: a sentence here iff Lark's Earley parser takes it; a
+    live prefix (up to m) iff it starts a Lark sentence of at most n characters."""
+    lp = lark_parser(text)
+    for s in good:
+        assert lark_accepts(lp, s), s
+    for s in bad:
+        assert not lark_accepts(lp, s), s   # the texts a cut-anywhere reading of %ignore took
+    sents = {"".join(w) for k in range(n + 1) for w in itertools.product(alphabet, repeat=k)
+             if lark_accepts(lp, "".join(w))}
+    auto = ConfigAutomaton([from_lark(text)])
+    viable = _viable(auto, alphabet, n)
+    ours = {s for s, q in viable.items() if auto.accepting[q]}
+    assert ours == sents, (sorted(ours - sents)[:5], sorted(sents - ours)[:5])
+    want = {p for p in prefixes(sents) if len(p) <= m}
+    live = {s for s in viable if len(s) <= m}
+    assert live == want, (sorted(live - want)[:5], sorted(want - live)[:5])
+    for s in good + bad:
+        q = auto.walk(auto.starts[0], s.encode())
+        assert (q != DEAD and bool(auto.accepting[q])) == (s in good), s
+
+
+def test_a_comment_that_only_a_newline_ends_is_dead_where_nothing_may_start_with_one():
+    auto = ConfigAutomaton([from_lark(UNENDED)])
+    assert auto.walk(auto.starts[0], b"x#") == DEAD           # only "y" may come, and it would be comment
+    q = auto.walk(auto.starts[0], b"xy#abc")
+    assert q != DEAD and auto.accepting[q]                   # the comment runs to the end
+
+
+@pytest.mark.parametrize("pattern,others,mode", [
+    (r"#[^\n]*", ["x"], LONGEST),
+    (r"\/\/[^\n]*", ["[0-9]+"], LONGEST),
+    (r"/\*(.|\n)*?\*/", ["x"], SHORTEST),
+    (r"(?:[ \t\x0c\r\n])+", [r"\w+", '"[^"]*"'], CUT),      # nothing starts with whitespace
+    (r"(?:[ \t\x0c\r\n])+", [" b"], LONGEST),               # a terminal does
+    (r"\s+", [r"\w+"], CUT),
+    (r"(?:(?:\r)?\n)+", ["x"], CUT),
+    (r" ", [" b"], CUT),                                     # prefix-free: one match
+    (r"ab", ["b"], CUT),
+])
+def test_modes(pattern, others, mode):
+    assert ignore_modes([pattern] + others, [0], ["I"] + [f"T{i}" for i in range(len(others))]) == {0: mode}
+
+
+@pytest.mark.parametrize("pattern,others,needle", [
+    (r"(?:(?:\r)?\n)+", ["\n"], "can go on through text that is no match"),
+    (r"\s+", ["."], "can go on through text that is no match"),
+    (r"a|ab", ["x"], "may stop before the longest match"),
+    (r"(\s|#[^\n]*)+", ["x"], "may stop before the longest match"),
+    (r"a(b|bc)*?c", ["x"], "a lazy quantifier other than"),
+])
+def test_ignored_terminals_that_cannot_be_followed_are_refused(pattern, others, needle):
+    with pytest.raises(GrammarError, match=re.escape(needle)) as e:
+        ignore_modes([pattern] + others, [0], ["MYIGNORE", "T"])
+    assert "%ignore MYIGNORE" in str(e.value)
+
+
+def test_refused_at_construction(deepseek):
+    text = 'start: "a" NL "b"\nNL: "\\n"\n%import common.NEWLINE\n%ignore NEWLINE'
+    with pytest.raises(GrammarError, match="%ignore NEWLINE"):
+        GrammarProcessor(text, deepseek)
+
+
+@pytest.mark.parametrize("pattern,lazy", [(r"#[^\n]*", False), (r"\/\/[^\n]*", False), (r"(?:[ \t\x0c\r\n])+", False),
+                                          (r"\s+", False), (r"(?:(?:\r)?\n)+", False), (r"(?:(?:\ |\t))+", False),
+                                          (r"/\*(.|\n)*?\*/", True)])
+def test_where_python_ends_the_match(pattern, lazy):
+    """What the modes rest on: re.match takes the longest match of the patterns read as
+    LONGEST or CUT, and the shortest of the lazy one (texts drawn over their characters)."""
+    rng = random.Random(0)
+    rx = re.compile(pattern)
+    chars = "#/*\n\r \taé\u0085\u00a0"
+    for _ in range(3000):
+        s = "".join(rng.choice(chars) for _ in range(rng.randint(1, 8)))
+        ends = [k for k in range(1, len(s) + 1) if rx.fullmatch(s, 0, k)]
+        m = rx.match(s)
+        assert (m.end() if m else None) == ((min(ends) if lazy else max(ends)) if ends else None), (pattern, s)
+
+
+def test_comments_are_not_written_into_regular_rules():
+    """The regular-rule rewrite writes ignored lexemes into its regexes only where any cut is
+    Lark's (whitespace): a comment inside a regex would end wherever the regex lets it."""
+    ws = 'start: NUMBER ("+" NUMBER)*\nNUMBER: /[0-9]+/\n%import common.WS\n%ignore WS'
+    assert len(from_lark(ws).rules) < len(from_lark(ws, regular=False).rules)
+    assert from_lark(WS_AND_CPP).rules == from_lark(WS_AND_CPP, regular=False).rules
+
+
+JSON_WITH_COMMENTS = r"""
+?start: value
+?value: object | array | ESCAPED_STRING | SIGNED_NUMBER | "true" | "null"
+array: "[" [value ("," value)*] "]"
+object: "{" [pair ("," pair)*] "}"
+pair: ESCAPED_STRING ":" value
+%import common.ESCAPED_STRING
+%import common.SIGNED_NUMBER
+%import common.WS
+%import common.CPP_COMMENT
+%import common.C_COMMENT
+%ignore WS
+%ignore CPP_COMMENT
+%ignore C_COMMENT
+"""
+COMMENTED = ['[1, // two, 3\n 4]', '{"a": /* x */ 1, "b": [true /* y */]} // end', '/**/[/* */null]']
+
+
+@pytest.mark.parametrize("tok_name", ["deepseek", "mistral"])
+def test_real_vocabulary_masks_with_comments(tok_name, request):
+    tok = request.getfixturevalue(tok_name)
+    c = GrammarConstraint(JSON_WITH_COMMENTS, tok)
+    lp = lark_parser(JSON_WITH_COMMENTS)
+    rng = random.Random(0)
+    for text in COMMENTED:
+        assert lark_accepts(lp, text), text
+        ids, states = _states_along(c, tok, text)           # the tokenizer's own encoding is allowed
+        assert c.accepting(np.array([states[-1]]))[0], text
+        for q in rng.sample(states, 3):                     # whole vocabulary vs one token at a time
+            assert c.allowed_ids(q).tolist() == brute_force_allowed(c, q)
+    q = c.state_of_text("[1, // two, 3")
+    assert not c.accepting(np.array([q]))[0]                 # the comment runs on: "3]" would be in it
+    a = c.automaton
+    assert a.walk(q, b"]") != DEAD and not a.accepting[a.walk(q, b"]")]   # still a comment
+    assert a.accepting[a.walk(q, b"\n4]")]
+
+
+def test_generated_rows_with_comments_parse_with_lark(deepseek, deepseek_model):
+    torch.manual_seed(0)
+    inputs = deepseek(["A:", "List:"], return_tensors="pt", padding=True)
+    proc = GrammarProcessor(WS_AND_CPP, deepseek)
+    finished = 0
+    for seed in range(3):
+        torch.manual_seed(seed)
+        out = deepseek_model.generate(**inputs, logits_processor=[proc, BoostEOS(deepseek.eos_token_id, 3.0)],
+                                      max_new_tokens=12, return_dict_in_generate=True, do_sample=True,
+                                      num_return_sequences=4)
+        finished += check(proc, out, [lark_parser(WS_AND_CPP)])
+    assert finished > 0
