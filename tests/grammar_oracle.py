@@ -5,9 +5,9 @@
 compiled rules, with terminal languages enumerated by ``re.fullmatch`` and
 ``%ignore`` lexemes inserted where the scannerless semantics allows them, each
 ending anywhere its regex matches: the engine's reading of an ignored terminal
-it may cut anywhere (``grammar/ignored.py``'s CUT, what the tests that use this
+it may cut anywhere (``grammar/lexeme_ends.py``'s CUT, what the tests that use this
 oracle ignore); comments, which end where Lark's match does, are checked against
-Lark itself (``test_grammar_ignored.py``).
+Lark itself (``test_grammar_lexeme_ends.py``).
 """
 
 from __future__ import annotations

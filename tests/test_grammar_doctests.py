@@ -4,11 +4,11 @@ import doctest
 
 import pytest
 
-from hf_constrained.grammar import (cfg, configs, constraint, earley, filling, gbnf, ignored, lexer, node_cache,
+from hf_constrained.grammar import (cfg, configs, constraint, earley, filling, gbnf, lexeme_ends, lexer, node_cache,
                                     processor, regex_tree, shared_regions)
 
 
-MODULES = [cfg, configs, constraint, earley, filling, gbnf, ignored, lexer, node_cache, processor, regex_tree,
+MODULES = [cfg, configs, constraint, earley, filling, gbnf, lexeme_ends, lexer, node_cache, processor, regex_tree,
            shared_regions]
 
 

@@ -15,7 +15,7 @@ ignored. The language is *scannerless*: a text is a sentence iff it splits
 into terminal matches (under ``re.fullmatch``) and ignored lexemes that the
 rules derive; lazy quantifiers therefore read like greedy ones. An ignored
 lexeme is the match Lark's ``re.match`` finds where it starts (a comment runs
-to its line's end): :mod:`.ignored`.
+to its line's end): :mod:`.lexeme_ends`.
 
 >>> g = from_lark('start: "(" start ")" | "x"')
 >>> g.nonterminals, [g.patterns[-1 - s] if s < 0 else g.nonterminals[s] for s in g.rules[0][1]]

@@ -15,7 +15,7 @@ expect (plus ``%ignore``); a thread whose DFA accepts ends its lexeme: the
 parser is consulted (only then) and all lexemes ending at the same byte are
 merged into one Earley node, while the thread also goes on (the lexeme may be
 longer). An ignored lexeme returns to the node it started at, where Lark's
-match ends it (:mod:`.ignored`: anywhere, only where the next byte stops it,
+match ends it (:mod:`.lexeme_ends`: anywhere, only where the next byte stops it,
 or at its first match). The merge (an
 Earley closure, the costly part) waits until a walk reads on from that
 configuration: most configurations a mask walk reaches are where a token ends,
@@ -49,7 +49,7 @@ from ..constraint import DEAD
 from .cfg import GrammarError
 from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError, Parser
 from .filling import PAIR_LOW, PAIR_SHIFT, CellFilling, _canon, column_classes, pack, unpack
-from .ignored import LONGEST, SHORTEST, ignore_modes
+from .lexeme_ends import LONGEST, SHORTEST, ignore_modes
 from .lexer import terminal_dfa
 
 DEFAULT_MAX_CONFIGS = 200_000
@@ -87,7 +87,7 @@ class ConfigAutomaton(CellFilling):
                 raise GrammarError(f"terminal {p.terminal_names[t]} matches the empty string "
                                    f"(regex {p.terminal_patterns[t]!r}); terminals must be non-empty: "
                                    "make the terminal non-empty and the rule that uses it optional")
-        # how each grammar's %ignore lexemes end (Lark's reading: grammar/ignored.py)
+        # how each grammar's %ignore lexemes end (Lark's reading: grammar/lexeme_ends.py)
         term_id = {pat: t for t, pat in enumerate(p.terminal_patterns)}
         self._ignore_mode = []
         for g in grammars:
@@ -208,14 +208,14 @@ class ConfigAutomaton(CellFilling):
 
     def _ends_text(self, thread: int) -> bool:
         """Whether a lexeme in progress (packed slot and lexer state) is an ignored one that
-        ends only where it stops (:data:`.ignored.LONGEST`), has matched, and started at a node
+        ends only where it stops (:data:`.lexeme_ends.LONGEST`), has matched, and started at a node
         that accepts: then the text may end here (its match stops at the end)."""
         sl, s = thread >> PAIR_SHIFT, thread & PAIR_LOW
         return (sl in self._longest_slots and bool(self.lexer.accepting[s])
                 and bool(self.parser._accept[self._slots[sl] >> (PAIR_SHIFT + 1)]))
 
     def _ignore_live(self, sl: int, s: int) -> bool:
-        """Whether an ignored lexeme of a :data:`.ignored.LONGEST` slot ``sl``, in lexer state
+        """Whether an ignored lexeme of a :data:`.lexeme_ends.LONGEST` slot ``sl``, in lexer state
         ``s``, can still be part of a sentence: it must reach a match after which either the
         text ends (its node accepts) or a lexeme its node may start begins with a byte that
         stops the match (that byte ends the ignored lexeme there). Without this check a

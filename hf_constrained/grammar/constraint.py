@@ -77,7 +77,7 @@ def load_grammar(text, syntax: str = "lark", start: str = "start", cache_dir=Non
 GRAMMAR_CACHE_VERSION = 6  # 2: read grammars store the regular-rule rewrite (grammar/regular.py);
                            # 3: with right spines as prefix lexemes; 4: GBNF read without Lark;
                            # 5: large GBNF counts in O(log) rules (cfg.Counted);
-                           # 6: %ignore lexemes end as Lark ends them (grammar/ignored.py)
+                           # 6: %ignore lexemes end as Lark ends them (grammar/lexeme_ends.py)
 
 
 @functools.lru_cache(maxsize=1)

@@ -121,7 +121,7 @@ class CellFilling:
         return got
 
     def _guarded_lanes(self, threads: tuple, slots: list, states: list):
-        """Add the lanes that start where an ignored lexeme of a :data:`.ignored.LONGEST` slot
+        """Add the lanes that start where an ignored lexeme of a :data:`.lexeme_ends.LONGEST` slot
         ends: it has matched (its thread is in an accepting lexer state) and ends only if the
         next byte stops it, so its node's lanes read that byte only in a column where the
         thread is not live. Returns ``{lane: the thread's lane}`` for them (threads are the

@@ -85,7 +85,7 @@ import re
 from ..errors import RegexSyntaxError, UnsupportedRegexError
 from ..regex_parser import parse as parse_regex, parse_alternatives
 from .regex_tree import RegexWriter, _TooBig, _alt, _seq, _simplify
-from .ignored import CUT, ignore_modes
+from .lexeme_ends import CUT, ignore_modes
 
 #: the longest regex (characters) one rewritten rule may get
 DEFAULT_MAX_REGEX = 4000

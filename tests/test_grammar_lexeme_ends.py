@@ -1,4 +1,4 @@
-"""%ignore lexemes end where Lark's match ends (grammar/ignored.py), against Lark's own Earley parser."""
+"""%ignore lexemes end where Lark's match ends (grammar/lexeme_ends.py), against Lark's own Earley parser."""
 
 import itertools
 import random
@@ -13,7 +13,7 @@ from hf_constrained.constraint import DEAD
 from hf_constrained.grammar.cfg import from_lark
 from hf_constrained.grammar.configs import ConfigAutomaton
 from hf_constrained.grammar.constraint import GrammarConstraint
-from hf_constrained.grammar.ignored import CUT, LONGEST, SHORTEST, ignore_modes
+from hf_constrained.grammar.lexeme_ends import CUT, LONGEST, SHORTEST, ignore_modes
 
 from grammar_oracle import lark_accepts, lark_parser, prefixes
 from test_grammar_masks import _states_along, brute_force_allowed
