@@ -5,11 +5,11 @@ import doctest
 import pytest
 
 from hf_constrained.grammar import (cfg, configs, constraint, earley, filling, gbnf, lexeme_ends, lexer, node_cache,
-                                    processor, regex_tree, shared_regions)
+                                    processor, python_match, regex_tree, shared_regions)
 
 
-MODULES = [cfg, configs, constraint, earley, filling, gbnf, lexeme_ends, lexer, node_cache, processor, regex_tree,
-           shared_regions]
+MODULES = [cfg, configs, constraint, earley, filling, gbnf, lexeme_ends, lexer, node_cache, processor, python_match,
+           regex_tree, shared_regions]
 
 
 @pytest.mark.parametrize("mod", MODULES, ids=lambda m: m.__name__)

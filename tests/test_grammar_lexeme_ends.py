@@ -1,4 +1,6 @@
-"""%ignore lexemes end where Lark's match ends (grammar/lexeme_ends.py), against Lark's own Earley parser."""
+"""Lexemes end where Lark's re.match ends them (grammar/lexeme_ends.py, grammar/python_match.py):
+%ignore'd comments, lazy terminals, terminals re.match reads short; against Lark's Earley parser
+and against re itself."""
 
 import itertools
 import random
@@ -14,6 +16,7 @@ from hf_constrained.grammar.cfg import from_lark
 from hf_constrained.grammar.configs import ConfigAutomaton
 from hf_constrained.grammar.constraint import GrammarConstraint
 from hf_constrained.grammar.lexeme_ends import CUT, LONGEST, SHORTEST, ignore_modes
+from hf_constrained.grammar.python_match import Undecided, first_match_miss
 
 from grammar_oracle import lark_accepts, lark_parser, prefixes
 from test_grammar_masks import _states_along, brute_force_allowed
@@ -39,6 +42,10 @@ UNENDED = r"""
 start: "x" "y"
 %ignore /#[^\n]*/
 """
+LAZY_STRING = r"""
+start: STRING ("," STRING)*
+STRING: /".*?"/
+"""
 WS_AND_CPP = r"""
 start: NUMBER ("+" NUMBER)*
 NUMBER: /[0-9]+/
@@ -56,6 +63,7 @@ CASES = [
     ("space_before_a_spaced_terminal", WS_BEFORE_SPACE, "ab ", 6, 3, ["a b", " a b", "a b  "], ["a  b"]),
     ("comment_nothing_may_end", UNENDED, "xy#\n", 5, 3, ["xy", "xy#x", "xy#"], ["x#y", "x#\ny", "xy#\n"]),
     ("ws_and_cpp_comment", WS_AND_CPP, "1+/ \n", 6, 3, ["1//+1", "1//\n+1", "1 +//\n1"], ["1+//1", "1+// 2"]),
+    ("lazy_terminal_shortest", LAZY_STRING, '"a,', 6, 3, ['"a"', '"a","b"', '","'], ['"a"b"', '"a,"b"', '"""']),
 ]
 
 
@@ -211,3 +219,82 @@ def test_generated_rows_with_comments_parse_with_lark(deepseek, deepseek_model):
                                       num_return_sequences=4)
         finished += check(proc, out, [lark_parser(WS_AND_CPP)])
     assert finished > 0
+
+
+# ---------------------------------------------------------------- scanned terminals: re.match
+@pytest.mark.parametrize("text,name,miss", [
+    ('start: NUM\nNUM: /[0-9]+|[0-9]+\\.[0-9]+/', "NUM", "'0.0' as '0'"),
+    ('start: A "c"\nA: /a|ab/', "A", "'ab' as 'a'"),
+    ('start: KW+\nKW: /(?:in|int)/', "KW", "'int' as 'in'"),
+])
+def test_terminals_that_re_match_reads_short_are_refused(text, name, miss):
+    """Lark's parser never takes '1.5' as /[0-9]+|[0-9]+\\.[0-9]+/ (re.match stops at the
+    first alternative), so a grammar that relies on it is refused, naming the terminal and a
+    text it misreads; with the longer alternative first it is read, and both agree."""
+    with pytest.raises(GrammarError, match=re.escape(miss)) as e:
+        from_lark(text)
+    assert f"terminal {name} " in str(e.value)
+    assert not lark_accepts(lark_parser(text), miss.split("'")[1] + ("c" if name == "A" else ""))
+
+
+def test_longer_alternative_first_is_read_as_lark_reads_it():
+    text = 'start: NUM ("," NUM)*\nNUM: /[0-9]+\\.[0-9]+|[0-9]+/'
+    auto, lp = ConfigAutomaton([from_lark(text)]), lark_parser(text)
+    for s in ["1.5", "1", "1.5,2", "12.25,3,4.0", "1.", "1,.5"]:
+        q = auto.walk(auto.starts[0], s.encode())
+        assert (q != DEAD and bool(auto.accepting[q])) == lark_accepts(lp, s), s
+
+
+def test_lark_common_terminals_are_all_read():
+    """Every terminal of Lark's common.lark is accepted; the lazy ones end at their first match."""
+    import os
+    import lark
+    path = os.path.join(os.path.dirname(lark.__file__), "grammars", "common.lark")
+    names = re.findall(r"^([A-Z_][A-Z_0-9]*)\s*:", open(path).read(), re.M)
+    assert len(names) > 20
+    shortest = {n for n in names if from_lark(f"start: {n}\n%import common.{n}", regular=False).shortest}
+    assert shortest == {"C_COMMENT", "_STRING_INNER"}
+
+
+def test_first_match_ends_are_not_written_into_regular_rules():
+    g = from_lark(LAZY_STRING)
+    assert '".*?"' in g.patterns and g.shortest == [g.patterns.index('".*?"')]
+
+
+def _random_regex(rng, d=0):
+    r = rng.random()
+    if d > 3 or r < 0.3:
+        return rng.choice(["a", "b", "[ab]", ".", "[^a]", "\\n"])
+    if r < 0.55:
+        return _random_regex(rng, d + 1) + _random_regex(rng, d + 1)
+    if r < 0.75:
+        return "(?:" + _random_regex(rng, d + 1) + "|" + _random_regex(rng, d + 1) + ")"
+    return "(?:" + _random_regex(rng, d + 1) + ")" + rng.choice(["*", "+", "?", "*?", "+?", "??", "{1,2}", "{0,2}?", "{2}"])
+
+
+def test_first_match_miss_against_re():
+    """The model of re's backtracking order against re itself: a miss it returns is one (it
+    checks), and where it finds none, no string up to 4 characters over the patterns'
+    characters is one; where one exists it finds one at most as long."""
+    rng = random.Random(0)
+    decided = found = 0
+    for _ in range(400):
+        p = _random_regex(rng)
+        try:
+            ours = first_match_miss(p)
+        except Undecided:
+            continue
+        decided += 1
+        rx, brute = re.compile(p), None
+        for w in ("".join(t) for k in range(1, 5) for t in itertools.product("ab\n", repeat=k)):
+            if rx.fullmatch(w) and rx.match(w).end() < len(w):
+                brute = w
+                break
+        if ours is not None:
+            assert rx.fullmatch(ours) and rx.match(ours).end() < len(ours), (p, ours)
+            found += 1
+        if brute is not None:
+            assert ours is not None and len(ours) <= len(brute), (p, brute, ours)
+        elif ours is not None:
+            assert len(ours) > 4 or any(ch not in "ab\n" for ch in ours), (p, ours)
+    assert decided > 300 and found > 100

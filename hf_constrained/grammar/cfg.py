@@ -15,7 +15,8 @@ ignored. The language is *scannerless*: a text is a sentence iff it splits
 into terminal matches (under ``re.fullmatch``) and ignored lexemes that the
 rules derive; lazy quantifiers therefore read like greedy ones. An ignored
 lexeme is the match Lark's ``re.match`` finds where it starts (a comment runs
-to its line's end): :mod:`.lexeme_ends`.
+to its line's end), and a terminal that Lark's ``re.match`` reads as its first
+match (a lazy ``/".*?"/``) ends there: :mod:`.lexeme_ends`.
 
 >>> g = from_lark('start: "(" start ")" | "x"')
 >>> g.nonterminals, [g.patterns[-1 - s] if s < 0 else g.nonterminals[s] for s in g.rules[0][1]]
@@ -73,6 +74,8 @@ class CFG:
     rules: list                   # (lhs nonterminal id, tuple of symbols)
     start: int                    # nonterminal id
     ignore: list = field(default_factory=list)  # terminal ids
+    #: terminal ids that end at their first match (Lark reads a lazy ``".*?"`` so: :mod:`.lexeme_ends`)
+    shortest: list = field(default_factory=list)
 
     def check(self) -> "CFG":
         """Raise :class:`GrammarError` for unproductive rules; return self."""
@@ -98,7 +101,8 @@ class CFG:
         """
         return json.dumps({"nonterminals": self.nonterminals, "terminals": self.terminals,
                            "patterns": self.patterns, "rules": [[lhs, list(rhs)] for lhs, rhs in self.rules],
-                           "start": self.start, "ignore": self.ignore})  # ASCII: lone surrogates survive
+                           "start": self.start, "ignore": self.ignore,
+                           "shortest": self.shortest})  # ASCII: lone surrogates survive
 
     @classmethod
     def from_json(cls, text: str) -> "CFG":
@@ -109,13 +113,14 @@ class CFG:
                 map(str, d["patterns"]))
             rules = [(int(lhs), tuple(int(x) for x in rhs)) for lhs, rhs in d["rules"]]
             start, ignore = int(d["start"]), [int(t) for t in d["ignore"]]
+            shortest = [int(t) for t in d.get("shortest", [])]
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"not a serialised grammar: {e}") from e
         if len(terms) != len(pats) or not 0 <= start < len(nts) or any(
                 not 0 <= lhs < len(nts) or any(not -len(terms) <= x < len(nts) for x in rhs) for lhs, rhs in rules
-        ) or any(not 0 <= t < len(terms) for t in ignore):
+        ) or any(not 0 <= t < len(terms) for t in ignore + shortest):
             raise ValueError("not a serialised grammar: ids out of range")
-        return cls(nts, terms, pats, rules, start, ignore)
+        return cls(nts, terms, pats, rules, start, ignore, shortest)
 
     def digest(self) -> str:
         """A stable hex digest of the grammar's content (part of disk-cache keys)."""
@@ -486,7 +491,10 @@ def from_lark(text: str, start: str = "start", regular: bool = True) -> CFG:
     nts = [None] * len(nt_id)
     for k, v in nt_id.items():
         nts[v] = k
-    cfg = CFG(nts, names, patterns, rules, nt_id[start], ignore).check()
+    from .lexeme_ends import scanned_shortest
+    scanned = sorted({-1 - x for _, rhs in rules for x in rhs if x < 0})
+    cfg = CFG(nts, names, patterns, rules, nt_id[start], ignore,
+              scanned_shortest(patterns, names, scanned)).check()
     if regular:
         from .regular import regular_lexemes
         cfg = regular_lexemes(cfg).check()

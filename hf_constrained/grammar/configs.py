@@ -73,7 +73,7 @@ class ConfigAutomaton(CellFilling):
         grammars = list(grammars)
         self.parser = p = Parser(grammars, max_items=max_items, max_nodes=max_nodes)
         self._longest_slots: set = set()    # ignore slots whose lexeme ends only where it stops
-        self._shortest_slots: set = set()   # ignore slots whose lexeme ends at its first match
+        self._shortest_slots: set = set()   # slots (ignore or scan) whose lexeme ends at its first match
         self._ignore_live_memo: dict = {}
         self.max_configs, self.max_threads = int(max_configs), int(max_threads)
         pats = list(p.terminal_patterns)
@@ -89,11 +89,12 @@ class ConfigAutomaton(CellFilling):
                                    "make the terminal non-empty and the rule that uses it optional")
         # how each grammar's %ignore lexemes end (Lark's reading: grammar/lexeme_ends.py)
         term_id = {pat: t for t, pat in enumerate(p.terminal_patterns)}
-        self._ignore_mode = []
+        self._ignore_mode, self._scan_shortest = [], []
         for g in grammars:
             modes = ignore_modes(g.patterns, g.ignore, g.terminals, lexer=dfa,
                                  starts=[self._term_start[term_id[pat]] for pat in g.patterns]) if g.ignore else {}
             self._ignore_mode.append({term_id[g.patterns[t]]: m for t, m in modes.items()})
+            self._scan_shortest.append(frozenset(term_id[g.patterns[t]] for t in getattr(g, "shortest", ())))
         self.byte_class = dfa.byte_class
         self.n_classes = dfa.n_classes
         no_col = np.zeros(self.n_classes, dtype=np.int64)
@@ -138,12 +139,12 @@ class ConfigAutomaton(CellFilling):
         if sid is None:
             sid = self._slot_ids[key] = len(self._slots)
             self._slots.append(key)
-            if ignore:
-                mode = self._ignore_mode[self.parser.grammar[node]].get(term)
-                if mode == LONGEST:
-                    self._longest_slots.add(sid)
-                elif mode == SHORTEST:
-                    self._shortest_slots.add(sid)
+            g = self.parser.grammar[node]
+            mode = self._ignore_mode[g].get(term) if ignore else SHORTEST if term in self._scan_shortest[g] else None
+            if mode == LONGEST:
+                self._longest_slots.add(sid)
+            elif mode == SHORTEST:
+                self._shortest_slots.add(sid)
         return sid
 
     def slot_parts(self, sid: int) -> tuple:

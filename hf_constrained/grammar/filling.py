@@ -162,10 +162,10 @@ class CellFilling:
                     if x & 1:
                         if not (g and sl in longest):   # a LONGEST one ends where the next byte stops it
                             back.append(x >> shift1)
-                            if sl in shortest:
-                                g = 0               # a SHORTEST one ends at its first match
                     else:
                         scans.append(x >> 1)        # pack(node, term)
+                    if shortest and sl in shortest:
+                        g = 0                       # a SHORTEST one ends at its first match
                 if g and not (longest and sl in longest and not self._ignore_live(sl, s2)):
                     keep.append(sl << shift | s2)
             nxt = self._intern(_canon(back), _canon(keep), False, _canon(scans))

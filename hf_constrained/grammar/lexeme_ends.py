@@ -36,6 +36,7 @@ names them and says why (rather than read another language than Lark's).
 from __future__ import annotations
 
 import functools
+import re
 from re import _parser as sre  # Python's own reading of a pattern (lark reads widths with it too)
 
 import numpy as np
@@ -43,6 +44,7 @@ import numpy as np
 from ..automaton import LazyDFA
 from ..errors import ConstraintError
 from ..regex_parser import MAX_CP, parse
+from .python_match import Undecided, first_match_miss
 
 CUT, LONGEST, SHORTEST = "cut", "longest", "shortest"
 
@@ -127,6 +129,48 @@ def ignore_modes(patterns, ignore, names, *, refuse: bool = True, lexer: LazyDFA
 @functools.lru_cache(maxsize=256)
 def _ignored(pattern: str) -> "_Ignored":
     return _Ignored(pattern)
+
+
+def scanned_shortest(patterns, names, scanned) -> list:
+    """The terminals of ``scanned`` (ids into ``patterns``, the terminals a Lark grammar's rules
+    use) that Lark's lexer reads as their first match: ``re.match`` reads each match of the
+    others whole (:func:`~.python_match.first_match_miss`), so their ends are those of
+    ``re.fullmatch``, as the engine reads every lexeme. A terminal ``re.match`` reads short
+    otherwise is a :class:`~.cfg.GrammarError` naming it, with a text it misreads.
+
+    >>> scanned_shortest(['"[a-z]*"', '".*?"', "[0-9]+"], ["A", "B", "C"], [0, 1, 2])
+    [1]
+    >>> from hf_constrained.grammar.cfg import GrammarError
+    >>> try:
+    ...     scanned_shortest([r"[0-9]+|[0-9]+\\.[0-9]+"], ["NUM"], [0])
+    ... except GrammarError as e:
+    ...     print(str(e)[:12], "...", str(e)[str(e).index("reads"):][:22])
+    terminal NUM ... reads '0.0' as '0' (it
+    """
+    from .cfg import GrammarError
+    out = []
+    for t in scanned:
+        pattern = patterns[t]
+        lazy = any(op is sre.MIN_REPEAT for op in _ops(sre.parse(pattern)))
+        if not lazy and _continuing_ranges(pattern) is not None:
+            continue                        # deterministic and greedy: re.match takes the longest
+        try:
+            miss = first_match_miss(pattern)
+        except Undecided:
+            continue                        # not modelled (documented): read as re.fullmatch
+        if miss is None:
+            continue
+        if _shortest_shape(pattern):
+            out.append(t)
+            continue
+        m = re.match(pattern, miss)
+        raise GrammarError(
+            f"terminal {names[t]} (regex {pattern!r}): Lark's lexer matches a terminal with Python's "
+            f"re.match, which reads {miss!r} as {m.group() if m else ''!r} (it takes the first "
+            "alternative that matches, not the longest), so Lark's parser refuses texts that the regex "
+            "matches and this engine would write; put longer alternatives first (e.g. "
+            "[0-9]+\\.[0-9]+|[0-9]+) or write the regex so that re.match reads each of its matches whole")
+    return out
 
 
 class _Ignored:

@@ -125,6 +125,8 @@ class _Rewrite(RegexWriter):
         ign = [("t", t) for t in cfg.ignore]
         self.gap = ("rep", _alt(ign), 0, None) if ign else None
         self.term_ok = [self._embeddable(p) for p in cfg.patterns]
+        for t in cfg.shortest:      # a lexeme that ends at its first match: not inside a regex
+            self.term_ok[t] = False
 
     # ------------------------------------------------------------ classification
     @staticmethod
@@ -329,7 +331,8 @@ class _Rewrite(RegexWriter):
         nts = [None] * len(nt_id)
         for n, i in nt_id.items():
             nts[i] = cfg.nonterminals[n]
-        return CFG(nts, names, pats, rules, 0, ignore)
+        shortest = [tid[("t", -1 - t)] for t in cfg.shortest if ("t", -1 - t) in tid]
+        return CFG(nts, names, pats, rules, 0, ignore, shortest)
 
     def _segments(self, rhs) -> list:
         """A kept rule's symbols, each maximal run of two or more regular ones (terminals and
