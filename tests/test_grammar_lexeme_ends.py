@@ -42,6 +42,10 @@ UNENDED = r"""
 start: "x" "y"
 %ignore /#[^\n]*/
 """
+ONE_IGNORE = r"""
+start: "[" "1"* "]"
+%ignore /([ \n]|#[^\n]*)+/
+"""
 LAZY_STRING = r"""
 start: STRING ("," STRING)*
 STRING: /".*?"/
@@ -63,6 +67,7 @@ CASES = [
     ("space_before_a_spaced_terminal", WS_BEFORE_SPACE, "ab ", 6, 3, ["a b", " a b", "a b  "], ["a  b"]),
     ("comment_nothing_may_end", UNENDED, "xy#\n", 5, 3, ["xy", "xy#x", "xy#"], ["x#y", "x#\ny", "xy#\n"]),
     ("ws_and_cpp_comment", WS_AND_CPP, "1+/ \n", 6, 3, ["1//+1", "1//\n+1", "1 +//\n1"], ["1+//1", "1+// 2"]),
+    ("one_ignore_for_both", ONE_IGNORE, "[]1# \n", 6, 3, ["[ # x\n1]", "[]#]"], ["[#]", "[# \n#1]"]),
     ("lazy_terminal_shortest", LAZY_STRING, '"a,', 6, 3, ['"a"', '"a","b"', '","'], ['"a"b"', '"a,"b"', '"""']),
 ]
 
@@ -122,6 +127,7 @@ def test_a_comment_that_only_a_newline_ends_is_dead_where_nothing_may_start_with
     (r"(?:(?:\r)?\n)+", ["x"], CUT),
     (r" ", [" b"], CUT),                                     # prefix-free: one match
     (r"ab", ["b"], CUT),
+    (r"([ \t\n]|#[^\n]*)+", ["[a-z]+"], LONGEST),      # not deterministic, but re.match takes the longest
 ])
 def test_modes(pattern, others, mode):
     assert ignore_modes([pattern] + others, [0], ["I"] + [f"T{i}" for i in range(len(others))]) == {0: mode}
@@ -131,7 +137,8 @@ def test_modes(pattern, others, mode):
     (r"(?:(?:\r)?\n)+", ["\n"], "can go on through text that is no match"),
     (r"\s+", ["."], "can go on through text that is no match"),
     (r"a|ab", ["x"], "may stop before the longest match"),
-    (r"(\s|#[^\n]*)+", ["x"], "may stop before the longest match"),
+    (r"(\s|#[^\n]*)+", ["x"], "can go on through text that is no match"),     # U+0085 vs U+0080
+    (r"(?:[ \t]|//[^\n]*)+", ["[0-9]"], "can go on through text that is no match"),  # ' /' then '1'?
     (r"a(b|bc)*?c", ["x"], "a lazy quantifier other than"),
 ])
 def test_ignored_terminals_that_cannot_be_followed_are_refused(pattern, others, needle):

@@ -101,8 +101,8 @@ def ignore_modes(patterns, ignore, names, *, refuse: bool = True, lexer: LazyDFA
                        "text (as in C_COMMENT), where Python's re.match takes neither the shortest "
                        "nor the longest match")
         elif ig.extends is None:
-            problem = ("re.match may stop before the longest match (alternatives or repetitions "
-                       "that can start with the same character, as in 'a|ab')")
+            problem = ("re.match may stop before the longest match (it takes the first alternative "
+                       "that matches: 'a|ab' reads 'ab' as 'a')")
         if problem is None:
             if not any(overlaps(ig.extends, i) for i in range(len(patterns)) if i != t) and (
                     not overlaps(ig.extends, t) or ig.closed):
@@ -203,6 +203,11 @@ class _Ignored:
         self.lazy = any(op is sre.MIN_REPEAT for op in _ops(sre.parse(pattern)))
         #: the code point ranges that continue a match (None: re.match may not take the longest)
         self.extends = None if self.lazy else _continuing_ranges(pattern)
+        if self.extends is None and not self.lazy and _reads_whole(pattern):
+            # re.match takes the longest match (python_match), the regex is not deterministic:
+            # every character whose first byte continues a match from an accepting state
+            cls = dfa.byte_class
+            self.extends = _merge([r for b in range(256) if int(cls[b]) in classes for r in _code_points(b)])
 
     @functools.cached_property
     def closed(self) -> bool:
@@ -411,6 +416,27 @@ class _Glushkov:
 def _disjoint(g: _Glushkov, positions) -> bool:
     spans = sorted((lo, hi) for p in positions for lo, hi in g.ranges[p])
     return all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
+
+
+def _reads_whole(pattern: str) -> bool:
+    """Whether ``re.match`` reads every match of ``pattern`` whole (then, on any text, it finds
+    the longest match: :mod:`.python_match`)."""
+    try:
+        return first_match_miss(pattern) is None
+    except Undecided:
+        return False
+
+
+def _code_points(b: int) -> list:
+    """The code point ranges of the characters whose UTF-8 form starts with byte ``b``."""
+    if b < 0x80:
+        return [(b, b)]
+    for lead, n, base in ((0xC0, 1, 0x80), (0xE0, 2, 0x800), (0xF0, 3, 0x10000)):
+        if lead <= b < lead + (0x20 if n == 1 else 0x10 if n == 2 else 0x08):
+            lo = (b - lead) << (6 * n)
+            lo, hi = max(lo, base), min(lo + (1 << (6 * n)) - 1, MAX_CP)
+            return [(lo, hi)] if lo <= hi else []
+    return []
 
 
 def _lead_bytes(lo: int, hi: int) -> set:
