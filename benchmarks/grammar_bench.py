@@ -14,7 +14,8 @@
 2. processor time per generate() step, JSON-like arrays as a grammar vs the same
    language as a regex, at 1 and 64 sampled rows (median over steps and 3 repeats);
 3. per-call time at one row for SQL (GBNF and Lark forms), arithmetic (GBNF: every character
-   a lexeme, and Lark) and JSON: in generate() (sampling, a fresh processor per seed) and
+   a lexeme, and Lark) and JSON (also with ``%ignore WS``, and with // and /* */ comments ignored
+   too, over the same documents and over documents with comments): in generate() (sampling, a fresh processor per seed) and
    replaying fixed documents token by token through a fresh processor (every state new);
 4. p99 of the processor's per-call time at one row (grammar path vs regex path), replaying
    real JSON documents token by token through a fresh processor (``cold``: every
@@ -113,6 +114,24 @@ NUMBER: /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/
 STRING: /"(?:[^"\\\x00-\x1f\ud800-\udfff]|\\["\\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))*"/
 """
 ARRAY_REGEX = r"\[( ?-?(0|[1-9][0-9]{0,8})( ?, ?-?(0|[1-9][0-9]{0,8}))*)? ?\]"
+# any JSON value with whitespace ignored (read anywhere: grammar/lexeme_ends.py's CUT), and the
+# same with // and /* */ comments ignored too (a comment ends only where Lark's match does)
+JSON_WS_IGNORE = r"""
+?start: value
+?value: "null" | "true" | "false" | SIGNED_NUMBER | ESCAPED_STRING | array | object
+array: "[" [value ("," value)*] "]"
+object: "{" [pair ("," pair)*] "}"
+pair: ESCAPED_STRING ":" value
+%import common.ESCAPED_STRING
+%import common.SIGNED_NUMBER
+%import common.WS
+%ignore WS
+"""
+JSON_COMMENTS = JSON_WS_IGNORE + """%import common.CPP_COMMENT
+%import common.C_COMMENT
+%ignore CPP_COMMENT
+%ignore C_COMMENT
+"""
 # the arithmetic grammar of grammar_peers.py (GBNF: every character a lexeme) in Lark form,
 # numbers as one regex lexeme
 ARITH_LARK = r"""
@@ -163,6 +182,10 @@ def per_step(make, tok, model, rows, steps, repeats=3):
 JSON_DOCS = ['{"name": "Ada Lovelace", "born": 1815, "tags": ["math", "poetry"], "alive": false}',
              '[1, 2.5, -3e2, {"a": null, "b": true}, "x\\n y", []]',
              '{"items": [1, 2, 3], "ok": {"id": 2, "tag": "q"}, "total": -2.5e-3}']
+#: the same documents with comments (for JSON_COMMENTS)
+COMMENTED_DOCS = ['{"name": "Ada Lovelace", // who\n "born": 1815, /* year */ "tags": ["math", "poetry"], "alive": false}',
+                  '[1, 2.5, -3e2, /* an object: */ {"a": null, "b": true}, "x\\n y", []] // end',
+                  '{"items": [1, 2, 3], // three\n "ok": {"id": 2, "tag": "q"}, "total": -2.5e-3 /* small */}']
 
 
 def p99(xs):
@@ -271,7 +294,9 @@ def per_call_one_row(tok, model, steps, seeds=3):
     from grammar_peers import ARITH_GBNF, sql_gbnf
     grammars = {"sql_gbnf": (sql_gbnf(), "gbnf", SQL_DOCS), "sql_lark": (sql_grammar(), "lark", SQL_DOCS),
                 "arith_gbnf": (ARITH_GBNF, "gbnf", ARITH_DOCS), "arith_lark": (ARITH_LARK, "lark", ARITH_DOCS),
-                "json": (JSON_GRAMMAR, "lark", JSON_DOCS)}
+                "json": (JSON_GRAMMAR, "lark", JSON_DOCS), "json_ws_ignore": (JSON_WS_IGNORE, "lark", JSON_DOCS),
+                "json_comments": (JSON_COMMENTS, "lark", JSON_DOCS),
+                "json_comments_commented_docs": (JSON_COMMENTS, "lark", COMMENTED_DOCS)}
     res = {}
     for name, (text, syntax, docs) in grammars.items():
         for part in ("generate", "replay"):
