@@ -44,7 +44,6 @@ import numpy as np
 from ..automaton import LazyDFA
 from ..errors import ConstraintError
 from ..regex_parser import MAX_CP, parse
-from .python_match import Undecided, first_match_miss
 
 CUT, LONGEST, SHORTEST = "cut", "longest", "shortest"
 
@@ -148,6 +147,7 @@ def scanned_shortest(patterns, names, scanned) -> list:
     terminal NUM ... reads '0.0' as '0' (it
     """
     from .cfg import GrammarError
+    from .python_match import Undecided, first_match_miss   # (only where a regex needs it)
     out = []
     for t in scanned:
         pattern = patterns[t]
@@ -421,6 +421,7 @@ def _disjoint(g: _Glushkov, positions) -> bool:
 def _reads_whole(pattern: str) -> bool:
     """Whether ``re.match`` reads every match of ``pattern`` whole (then, on any text, it finds
     the longest match: :mod:`.python_match`)."""
+    from .python_match import Undecided, first_match_miss
     try:
         return first_match_miss(pattern) is None
     except Undecided:
