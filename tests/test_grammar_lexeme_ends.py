@@ -305,3 +305,19 @@ def test_first_match_miss_against_re():
         elif ours is not None:
             assert len(ours) > 4 or any(ch not in "ab\n" for ch in ours), (p, ours)
     assert decided > 300 and found > 100
+
+
+@pytest.mark.parametrize("pattern", [r"(?i)a|Ab", r"(?s).|\n\n", r"(?a)\w|é\w", "a{99999999999}", r"a(?=b)", r"(a)\1"])
+def test_first_match_miss_undecided(pattern):
+    """What the model of re does not cover is Undecided, never a wrong None: a global flag
+    changes what the parse means ((?i)a|Ab misses 'ab'), a count past re's limit, lookaround,
+    backreferences."""
+    with pytest.raises(Undecided):
+        first_match_miss(pattern)
+
+
+def test_first_match_miss_on_unicode_classes():
+    """Unicode classes (hundreds of ranges) are split into character classes once per distinct
+    set: a hostname label's regex is decided (it has no miss), as is its misordered twin."""
+    assert first_match_miss(r"[^\W_](?:\w|-){0,61}[^\W_]") is None
+    assert first_match_miss(r"\w|\w\w") == "00"

@@ -45,6 +45,8 @@ MAX_VM_STATES = 20_000
 
 _CATEGORY = {sre.CATEGORY_DIGIT: "d", sre.CATEGORY_NOT_DIGIT: "D", sre.CATEGORY_SPACE: "s",
              sre.CATEGORY_NOT_SPACE: "S", sre.CATEGORY_WORD: "w", sre.CATEGORY_NOT_WORD: "W"}
+#: flags that change what the parse means (MULTILINE only changes anchors, VERBOSE only the parse)
+_FLAGS = sre.SRE_FLAG_IGNORECASE | sre.SRE_FLAG_DOTALL | sre.SRE_FLAG_ASCII | sre.SRE_FLAG_LOCALE
 
 
 class Undecided(Exception):
@@ -56,7 +58,7 @@ def _miss(pattern: str):
     try:
         vm = _PikeVM(sre.parse(pattern))
         miss = vm.search()
-    except (Undecided, re.error, RecursionError) as e:
+    except (Undecided, re.error, RecursionError, OverflowError) as e:
         return e if isinstance(e, Undecided) else Undecided(str(e))
     if miss is not None:
         m = re.match(pattern, miss)
@@ -79,6 +81,8 @@ def first_match_miss(pattern: str) -> str | None:
 
 class _PikeVM:
     def __init__(self, parsed):
+        if parsed.state.flags & _FLAGS:
+            raise Undecided("inline flags")       # a global (?i), (?s), (?a): not modelled
         self.kind: list = []      # node -> "c" (a character), "s" (split: first, then second), "e", "m"
         self.arg: list = []       # "c": (char set, next); "s": [first, second]; "e": next
         sets: list = []
@@ -147,20 +151,25 @@ class _PikeVM:
     def _classes(self, sets) -> None:
         """Character classes: maximal groups of code points every set treats alike, each a
         bitmask of the sets that hold it, with a representative character."""
+        bits: dict = {}                       # distinct set -> bitmask of the sets equal to it
+        for i, ranges in enumerate(sets):
+            bits[ranges] = bits.get(ranges, 0) | 1 << i
         bounds = {0, MAX_CP + 1}
-        for ranges in sets:
+        for ranges in bits:
             for lo, hi in ranges:
                 bounds.add(lo)
                 bounds.add(hi + 1)
         bounds = sorted(bounds)
+        index = {b: j for j, b in enumerate(bounds)}
+        masks = [0] * (len(bounds) - 1)       # segment [bounds[j], bounds[j + 1]) -> mask
+        for ranges, bit in bits.items():
+            for lo, hi in ranges:
+                for j in range(index[lo], index[hi + 1]):
+                    masks[j] |= bit
         sig: dict = {}
-        for a, b in zip(bounds, bounds[1:]):
+        for a, mask in zip(bounds, masks):
             if 0xD800 <= a <= 0xDFFF:
                 continue                      # surrogates: never text
-            mask = 0
-            for i, ranges in enumerate(sets):
-                if any(lo <= a <= hi for lo, hi in ranges):
-                    mask |= 1 << i
             sig.setdefault(mask, a)
         self.classes = [(mask, chr(rep)) for mask, rep in sig.items() if mask]
 
