@@ -147,6 +147,11 @@ def test_ignored_terminals_that_cannot_be_followed_are_refused(pattern, others, 
     assert "%ignore MYIGNORE" in str(e.value)
 
 
+def test_an_inline_ignore_is_named_by_its_regex():
+    with pytest.raises(GrammarError, match=r"^an inline %ignore \(regex '\(\?:\(\?:\\r\)\?\\n\)\+'\)"):
+        ConfigAutomaton([from_lark('start: "a" NL\nNL: "\\n"\n%ignore /(?:(?:\\r)?\\n)+/')])
+
+
 def test_refused_at_construction(deepseek):
     text = 'start: "a" NL "b"\nNL: "\\n"\n%import common.NEWLINE\n%ignore NEWLINE'
     with pytest.raises(GrammarError, match="%ignore NEWLINE"):
@@ -229,19 +234,24 @@ def test_generated_rows_with_comments_parse_with_lark(deepseek, deepseek_model):
 
 
 # ---------------------------------------------------------------- scanned terminals: re.match
-@pytest.mark.parametrize("text,name,miss", [
-    ('start: NUM\nNUM: /[0-9]+|[0-9]+\\.[0-9]+/', "NUM", "'0.0' as '0'"),
-    ('start: A "c"\nA: /a|ab/', "A", "'ab' as 'a'"),
-    ('start: KW+\nKW: /(?:in|int)/', "KW", "'int' as 'in'"),
+@pytest.mark.parametrize("text,name,miss,refused", [
+    ('start: NUM\nNUM: /[0-9]+|[0-9]+\\.[0-9]+/', "NUM", "'0.0' as '0'", "1.5"),
+    ('start: A "c"\nA: /a|ab/', "A", "'ab' as 'a'", "abc"),
+    ('start: KW+\nKW: /(?:in|int)/', "KW", "'int' as 'in'", "int"),
+    ('start: LAZY "b"\nLAZY: /a{1,3}?/', "LAZY", "'aa' as 'a' (a lazy quantifier stops it early", "aab"),
 ])
-def test_terminals_that_re_match_reads_short_are_refused(text, name, miss):
+def test_terminals_that_re_match_reads_short_are_refused(text, name, miss, refused):
     """Lark's parser never takes '1.5' as /[0-9]+|[0-9]+\\.[0-9]+/ (re.match stops at the
     first alternative), so a grammar that relies on it is refused, naming the terminal and a
-    text it misreads; with the longer alternative first it is read, and both agree."""
+    text it misreads (Lark refuses ``refused``, which re.fullmatch's reading would take)."""
     with pytest.raises(GrammarError, match=re.escape(miss)) as e:
         from_lark(text)
     assert f"terminal {name} " in str(e.value)
-    assert not lark_accepts(lark_parser(text), miss.split("'")[1] + ("c" if name == "A" else ""))
+    assert not lark_accepts(lark_parser(text), refused)
+    auto = ConfigAutomaton([from_lark(text.replace("?/", "/"), regular=False)]) if name == "LAZY" else None
+    if auto is not None:                  # made greedy, the terminal reads it whole, as Lark does
+        q = auto.walk(auto.starts[0], refused.encode())
+        assert q != DEAD and auto.accepting[q] and lark_accepts(lark_parser(text.replace("?/", "/")), refused)
 
 
 def test_longer_alternative_first_is_read_as_lark_reads_it():
@@ -321,3 +331,22 @@ def test_first_match_miss_on_unicode_classes():
     set: a hostname label's regex is decided (it has no miss), as is its misordered twin."""
     assert first_match_miss(r"[^\W_](?:\w|-){0,61}[^\W_]") is None
     assert first_match_miss(r"\w|\w\w") == "00"
+
+
+@pytest.mark.parametrize("text", [
+    'start: sign NUMBER\nsign: "-"?\n%import common.NUMBER\n%import common.NEWLINE\n%ignore NEWLINE',
+    'start: w "z"\nw: "x"? "y"?\n%ignore /\\s+/',
+    'start: w "z"\nw: "x"? "y"?\n%ignore /(ab)+/',
+    'start: w "z"\nw: "x"? "y"?\n%ignore / +/',
+])
+def test_the_regular_rewrite_keeps_every_ignored_terminal_ending_anywhere(text):
+    """A rewritten lexeme that may start with a gap ('(x)?(?:NEWLINE)*z') may start with what
+    continues an ignored terminal, which no terminal of the grammar did: the rewrite is kept
+    only where every ignored terminal still ends anywhere (the reading its gaps rest on); the
+    default refused what regular=False reads (found by a probe)."""
+    lp = lark_parser(text)
+    for regular in (True, False):
+        auto = ConfigAutomaton([from_lark(text, regular=regular)])
+        for s in ["z", "-1", "\nz", "x\n\ny", "xz", " z", "x y z", "ababz", "xabz", "abxabyz", "\n-\n1\n", "  x  z "]:
+            q = auto.walk(auto.starts[0], s.encode())
+            assert (q != DEAD and bool(auto.accepting[q])) == lark_accepts(lp, s), (regular, s)

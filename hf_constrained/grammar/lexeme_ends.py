@@ -118,7 +118,8 @@ def ignore_modes(patterns, ignore, names, *, refuse: bool = True, lexer: LazyDFA
             out[t] = None
             continue
         raise GrammarError(
-            f"%ignore {names[t]} (regex {patterns[t]!r}): Lark ends an ignored lexeme where Python's "
+            f"{'an inline %ignore' if names[t].startswith('__') else '%ignore ' + names[t]} "
+            f"(regex {patterns[t]!r}): Lark ends an ignored lexeme where Python's "
             f"re.match ends, and that cannot be followed here: {problem}. Write it as one %ignore per "
             "simple terminal (whitespace; one comment form, e.g. /#[^\\n]*/), or use it in the rules "
             "instead of ignoring it")
@@ -164,12 +165,16 @@ def scanned_shortest(patterns, names, scanned) -> list:
             out.append(t)
             continue
         m = re.match(pattern, miss)
+        why, fix = (("a lazy quantifier stops it early, and only one X*? over single characters "
+                     "between fixed text (/\".*?\"/) is read as its first match", "make the quantifier "
+                     "greedy or write the regex in that form") if lazy else
+                    ("it takes the first alternative that matches, not the longest",
+                     "put longer alternatives first (e.g. [0-9]+\\.[0-9]+|[0-9]+)"))
         raise GrammarError(
             f"terminal {names[t]} (regex {pattern!r}): Lark's lexer matches a terminal with Python's "
-            f"re.match, which reads {miss!r} as {m.group() if m else ''!r} (it takes the first "
-            "alternative that matches, not the longest), so Lark's parser refuses texts that the regex "
-            "matches and this engine would write; put longer alternatives first (e.g. "
-            "[0-9]+\\.[0-9]+|[0-9]+) or write the regex so that re.match reads each of its matches whole")
+            f"re.match, which reads {miss!r} as {m.group() if m else ''!r} ({why}), so Lark's parser "
+            f"refuses texts that the regex matches and this engine would write; {fix}, so that "
+            "re.match reads each match of the regex whole")
     return out
 
 
