@@ -5,6 +5,8 @@ and against re itself."""
 import itertools
 import random
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +23,10 @@ from hf_constrained.grammar.python_match import Undecided, first_match_miss
 from grammar_oracle import lark_accepts, lark_parser, prefixes
 from test_grammar_masks import _states_along, brute_force_allowed
 from test_grammar_processor import BoostEOS, check
+from test_grammar_recognizer import _viable_strings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from grammar_bench import JSON_COMMENTS  # noqa: E402  (JSON values with // and /* */ comments ignored)
 
 SH = r"""
 start: "[" [item ("," item)*] "]"
@@ -72,21 +78,6 @@ CASES = [
 ]
 
 
-def _viable(auto, alphabet, n):
-    """Every string of length <= n over alphabet that the recognizer keeps live, with its state."""
-    out, frontier = {"": auto.starts[0]}, [("", auto.starts[0])]
-    for _ in range(n):
-        nxt = []
-        for s, q in frontier:
-            for ch in alphabet:
-                q2 = auto.walk(q, ch.encode())
-                if q2 != DEAD:
-                    out[s + ch] = q2
-                    nxt.append((s + ch, q2))
-        frontier = nxt
-    return out
-
-
 @pytest.mark.parametrize("name,text,alphabet,n,m,good,bad", CASES, ids=[c[0] for c in CASES])
 def test_sentences_and_prefixes_are_larks(name, text, alphabet, n, m, good, bad):
     """Every string up to n characters: a sentence here iff Lark's Earley parser takes it; a
@@ -99,7 +90,7 @@ def test_sentences_and_prefixes_are_larks(name, text, alphabet, n, m, good, bad)
     sents = {"".join(w) for k in range(n + 1) for w in itertools.product(alphabet, repeat=k)
              if lark_accepts(lp, "".join(w))}
     auto = ConfigAutomaton([from_lark(text)])
-    viable = _viable(auto, alphabet, n)
+    viable = _viable_strings(auto, auto.starts[0], alphabet, n)
     ours = {s for s, q in viable.items() if auto.accepting[q]}
     assert ours == sents, (sorted(ours - sents)[:5], sorted(sents - ours)[:5])
     want = {p for p in prefixes(sents) if len(p) <= m}
@@ -182,29 +173,14 @@ def test_comments_are_not_written_into_regular_rules():
     assert from_lark(WS_AND_CPP).rules == from_lark(WS_AND_CPP, regular=False).rules
 
 
-JSON_WITH_COMMENTS = r"""
-?start: value
-?value: object | array | ESCAPED_STRING | SIGNED_NUMBER | "true" | "null"
-array: "[" [value ("," value)*] "]"
-object: "{" [pair ("," pair)*] "}"
-pair: ESCAPED_STRING ":" value
-%import common.ESCAPED_STRING
-%import common.SIGNED_NUMBER
-%import common.WS
-%import common.CPP_COMMENT
-%import common.C_COMMENT
-%ignore WS
-%ignore CPP_COMMENT
-%ignore C_COMMENT
-"""
 COMMENTED = ['[1, // two, 3\n 4]', '{"a": /* x */ 1, "b": [true /* y */]} // end', '/**/[/* */null]']
 
 
 @pytest.mark.parametrize("tok_name", ["deepseek", "mistral"])
 def test_real_vocabulary_masks_with_comments(tok_name, request):
     tok = request.getfixturevalue(tok_name)
-    c = GrammarConstraint(JSON_WITH_COMMENTS, tok)
-    lp = lark_parser(JSON_WITH_COMMENTS)
+    c = GrammarConstraint(JSON_COMMENTS, tok)
+    lp = lark_parser(JSON_COMMENTS)
     rng = random.Random(0)
     for text in COMMENTED:
         assert lark_accepts(lp, text), text
