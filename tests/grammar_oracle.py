@@ -93,5 +93,7 @@ def lark_accepts(parser: Lark, s: str) -> bool:
     try:
         parser.parse(s)
         return True
+    except RuntimeError as e:   # Lark 1.3 found more than one complete parse and refuses to pick
+        return "multiple start symbol items" in str(e)
     except Exception:
         return False

@@ -326,3 +326,14 @@ def test_the_regular_rewrite_keeps_every_ignored_terminal_ending_anywhere(text):
         for s in ["z", "-1", "\nz", "x\n\ny", "xz", " z", "x y z", "ababz", "xabz", "abxabyz", "\n-\n1\n", "  x  z "]:
             q = auto.walk(auto.starts[0], s.encode())
             assert (q != DEAD and bool(auto.accepting[q])) == lark_accepts(lp, s), (regular, s)
+
+
+def test_the_oracle_counts_a_text_with_two_complete_parses_as_a_sentence():
+    """Lark 1.3 raises RuntimeError ('multiple start symbol items') where a text has two
+    complete parses (here one terminal, or another terminal and an ignored comment): that text
+    is a sentence, and the recognizer says so."""
+    text = 'start: T0 | T1\nT0: /a.*?x/\nT1: /[^\\/]/\n%ignore /#[^\\n]*/'
+    assert lark_accepts(lark_parser(text), "a#x")
+    auto = ConfigAutomaton([from_lark(text)])
+    q = auto.walk(auto.starts[0], b"a#x")
+    assert q != DEAD and auto.accepting[q]
