@@ -32,7 +32,7 @@ from .processor import ConstrainedProcessor, RegexProcessor
 from .regex_constraint import RegexConstraint
 from .json_schema import SchemaError, choice_regex, schema_to_regex
 from .structured import ChoiceProcessor, JSONProcessor, Rejected, Truncated
-from .grammar import GrammarConstraint, GrammarError, GrammarLimitError, GrammarProcessor
+from .grammar import GrammarConstraint, GrammarError, GrammarLimitError, GrammarProcessor, GrammarWarning
 from .weights import resample
 
 __version__ = "0.1.0"
@@ -46,6 +46,7 @@ __all__ = [
     "GrammarConstraint",
     "GrammarError",
     "GrammarLimitError",
+    "GrammarWarning",
     "JSONProcessor",
     "ChoiceProcessor",
     "Rejected",

@@ -6,13 +6,14 @@ import itertools
 import random
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from hf_constrained import GrammarError, GrammarProcessor
+from hf_constrained import GrammarError, GrammarProcessor, GrammarWarning
 from hf_constrained.constraint import DEAD
 from hf_constrained.grammar.cfg import from_lark
 from hf_constrained.grammar.configs import ConfigAutomaton
@@ -245,8 +246,18 @@ def test_lark_common_terminals_are_all_read():
     path = os.path.join(os.path.dirname(lark.__file__), "grammars", "common.lark")
     names = re.findall(r"^([A-Z_][A-Z_0-9]*)\s*:", open(path).read(), re.M)
     assert len(names) > 20
-    shortest = {n for n in names if from_lark(f"start: {n}\n%import common.{n}", regular=False).shortest}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # each one decided: no GrammarWarning
+        shortest = {n for n in names if from_lark(f"start: {n}\n%import common.{n}", regular=False).shortest}
     assert shortest == {"C_COMMENT", "_STRING_INNER"}
+
+
+def test_a_terminal_the_model_cannot_decide_is_read_with_a_warning():
+    with pytest.warns(GrammarWarning, match=r"terminal X \(regex '\(a\|b\?\)\+c'\): cannot tell"):
+        g = from_lark('start: X\nX: /(a|b?)+c/')
+    auto = ConfigAutomaton([g])
+    q = auto.walk(auto.starts[0], b"abbac")
+    assert q != DEAD and auto.accepting[q]
 
 
 def test_first_match_ends_are_not_written_into_regular_rules():

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 from re import _parser as sre  # Python's own reading of a pattern (lark reads widths with it too)
 
 import numpy as np
@@ -131,6 +132,10 @@ def _ignored(pattern: str) -> "_Ignored":
     return _Ignored(pattern)
 
 
+class GrammarWarning(UserWarning):
+    """A grammar is read, but a part of Lark's reading of it could not be checked."""
+
+
 def scanned_shortest(patterns, names, scanned) -> list:
     """The terminals of ``scanned`` (ids into ``patterns``, the terminals a Lark grammar's rules
     use) that Lark's lexer reads as their first match: ``re.match`` reads each match of the
@@ -157,8 +162,13 @@ def scanned_shortest(patterns, names, scanned) -> list:
             continue                        # deterministic and greedy: re.match takes the longest
         try:
             miss = first_match_miss(pattern)
-        except Undecided:
-            continue                        # not modelled (documented): read as re.fullmatch
+        except Undecided as e:              # not modelled: read as re.fullmatch, and said so
+            warnings.warn(f"terminal {names[t]} (regex {pattern!r}): cannot tell whether Lark's lexer "
+                          f"(Python's re.match) reads every match of it whole ({e}); it is read as "
+                          "re.fullmatch reads it, so Lark's parser may refuse some texts this engine "
+                          "writes; a regex without a repeated part that can be empty (write (a|b)* for "
+                          "(a|b?)*) is decided", GrammarWarning, stacklevel=3)
+            continue
         if miss is None:
             continue
         if _shortest_shape(pattern):
@@ -516,4 +526,4 @@ def _first_ranges(t) -> tuple:
     raise _TooBig
 
 
-__all__ = ["CUT", "LONGEST", "SHORTEST", "ignore_modes"]
+__all__ = ["CUT", "LONGEST", "SHORTEST", "GrammarWarning", "ignore_modes", "scanned_shortest"]
