@@ -49,7 +49,7 @@ from ..constraint import DEAD
 from .cfg import GrammarError
 from .earley import DEFAULT_MAX_ITEMS, DEFAULT_MAX_NODES, GrammarLimitError, Parser
 from .filling import PAIR_LOW, PAIR_SHIFT, CellFilling, _canon, column_classes, pack, unpack
-from .lexeme_ends import LONGEST, SHORTEST, ignore_modes
+from .lexeme_ends import LONGEST, SHORTEST, ignore_modes, reachable_states
 from .lexer import terminal_dfa
 
 DEFAULT_MAX_CONFIGS = 200_000
@@ -94,7 +94,7 @@ class ConfigAutomaton(CellFilling):
             modes = ignore_modes(g.patterns, g.ignore, g.terminals, lexer=dfa,
                                  starts=[self._term_start[term_id[pat]] for pat in g.patterns]) if g.ignore else {}
             self._ignore_mode.append({term_id[g.patterns[t]]: m for t, m in modes.items()})
-            self._scan_shortest.append(frozenset(term_id[g.patterns[t]] for t in getattr(g, "shortest", ())))
+            self._scan_shortest.append(frozenset(term_id[g.patterns[t]] for t in g.shortest))
         self.byte_class = dfa.byte_class
         self.n_classes = dfa.n_classes
         no_col = np.zeros(self.n_classes, dtype=np.int64)
@@ -233,16 +233,8 @@ class ConfigAutomaton(CellFilling):
                 starts = np.array(lanes[len(lanes) >> 1:], dtype=np.int64)
                 lex.expand_many(starts)
                 firsts = (lex.table[starts] != 0).any(axis=0) if len(starts) else np.zeros(self.n_classes, bool)
-                seen, todo = {s}, [s]
-                while todo and not got:
-                    d = todo.pop()
-                    lex.expand(d)
-                    row = lex.table[d]
-                    if lex.accepting[d] and bool((firsts & (row == 0)).any()):
-                        got = True
-                    for t in set(row.tolist()) - seen - {0}:
-                        seen.add(t)
-                        todo.append(t)
+                got = any(lex.accepting[d] and bool((firsts & (lex.table[d] == 0)).any())
+                          for d in reachable_states(lex, s))
             self._ignore_live_memo[key] = got
         return got
 

@@ -44,7 +44,8 @@ import numpy as np
 
 from ..automaton import LazyDFA
 from ..errors import ConstraintError
-from ..regex_parser import MAX_CP, parse
+from ..forest import utf8_sequences
+from ..regex_parser import MAX_CP, normalize_ranges, parse
 
 CUT, LONGEST, SHORTEST = "cut", "longest", "shortest"
 
@@ -68,21 +69,15 @@ def ignore_modes(patterns, ignore, names, *, refuse: bool = True, lexer: LazyDFA
     info = {t: _ignored(patterns[t]) if lexer is None else _Ignored(patterns[t], lexer, starts[t])
             for t in ignore}
     first_bytes: dict = {}
-    leads: dict = {}
 
-    def overlaps(ranges, i: int) -> bool:
-        """Whether a match of terminal ``i`` may start with a character of ``ranges``."""
+    def overlaps(ranges, lead, i: int) -> bool:
+        """Whether a match of terminal ``i`` may start with a character of ``ranges`` (whose
+        first UTF-8 bytes are ``lead``, a mask over bytes, when ``lexer`` is given)."""
         if lexer is not None:
             got = first_bytes.get(i)
             if got is None:
                 lexer.expand(starts[i])
                 got = first_bytes[i] = (lexer.table[starts[i]] != 0)[lexer.byte_class]
-            lead = leads.get(id(ranges))
-            if lead is None:
-                lead = np.zeros(256, dtype=bool)
-                for lo, hi in ranges:
-                    lead[sorted(_lead_bytes(lo, hi))] = True
-                leads[id(ranges)] = lead
             if not (lead & got).any():
                 return False
         return _overlap(ranges, _first_ranges_of(patterns[i]))
@@ -104,8 +99,9 @@ def ignore_modes(patterns, ignore, names, *, refuse: bool = True, lexer: LazyDFA
             problem = ("re.match may stop before the longest match (it takes the first alternative "
                        "that matches: 'a|ab' reads 'ab' as 'a')")
         if problem is None:
-            if not any(overlaps(ig.extends, i) for i in range(len(patterns)) if i != t) and (
-                    not overlaps(ig.extends, t) or ig.closed):
+            lead = _lead_mask(ig.extends) if lexer is not None else None
+            if not any(overlaps(ig.extends, lead, i) for i in range(len(patterns)) if i != t) and (
+                    not overlaps(ig.extends, lead, t) or ig.closed):
                 out[t] = CUT
                 continue
             if ig.byte_decides:
@@ -125,6 +121,20 @@ def ignore_modes(patterns, ignore, names, *, refuse: bool = True, lexer: LazyDFA
             "simple terminal (whitespace; one comment form, e.g. /#[^\\n]*/), or use it in the rules "
             "instead of ignoring it")
     return out
+
+
+def reachable_states(dfa: LazyDFA, start: int, limit: int | None = None):
+    """The live states of ``dfa`` reachable from ``start`` (itself first), expanding them;
+    None past ``limit`` states."""
+    states, seen = [start], {0, start}
+    for s in states:
+        if limit is not None and len(states) > limit:
+            return None
+        dfa.expand(s)
+        for t in set(dfa.table[s].tolist()) - seen:
+            seen.add(t)
+            states.append(t)
+    return states
 
 
 @functools.lru_cache(maxsize=256)
@@ -157,7 +167,7 @@ def scanned_shortest(patterns, names, scanned) -> list:
     out = []
     for t in scanned:
         pattern = patterns[t]
-        lazy = any(op is sre.MIN_REPEAT for op in _ops(sre.parse(pattern)))
+        lazy = _is_lazy(pattern)
         if not lazy and _continuing_ranges(pattern) is not None:
             continue                        # deterministic and greedy: re.match takes the longest
         try:
@@ -199,23 +209,17 @@ class _Ignored:
             dfa = LazyDFA.from_patterns([pattern])
             start = dfa.starts[0]
         self.dfa, self.start = dfa, start
-        self.states = states = [start]       # every state reachable from the start
-        seen = {0, start}
-        for s in states:
-            if len(states) > MAX_IGNORE_STATES:
-                raise GrammarError(f"the ignored terminal {pattern!r} has more than {MAX_IGNORE_STATES} "
-                                   "DFA states; ignored terminals are whitespace and comments: make it simpler")
-            dfa.expand(s)
-            for t in set(dfa.table[s].tolist()) - seen:
-                seen.add(t)
-                states.append(t)
+        self.states = states = reachable_states(dfa, start, MAX_IGNORE_STATES)
+        if states is None:
+            raise GrammarError(f"the ignored terminal {pattern!r} has more than {MAX_IGNORE_STATES} "
+                               "DFA states; ignored terminals are whitespace and comments: make it simpler")
         table, acc = dfa.table, dfa.accepting
         classes = set()
         for d in states:
             if acc[d]:
                 classes.update(np.nonzero(table[d])[0].tolist())
         self.prefix_free = not classes
-        self.lazy = any(op is sre.MIN_REPEAT for op in _ops(sre.parse(pattern)))
+        self.lazy = _is_lazy(pattern)
         #: the code point ranges that continue a match (None: re.match may not take the longest)
         self.extends = None if self.lazy else _continuing_ranges(pattern)
         if self.extends is None and not self.lazy and _reads_whole(pattern):
@@ -250,24 +254,33 @@ class _Ignored:
         or ends in an accepting state (then the byte after a match says if the match ends)."""
         dfa = self.dfa
         table, acc, cls = dfa.table, dfa.accepting, dfa.byte_class
+        # lead bytes of one byte class with the same continuations read alike: one check each
+        leads = {(int(cls[b]), _continuations(b)) for b in range(256)}
         for d in self.states:
             if not acc[d]:
                 continue
-            for b in range(256):
-                e = int(table[d, cls[b]])
-                if e and not acc[e] and not _all_complete(table, acc, cls, e, _continuations(b)):
+            for k, rest in leads:
+                e = int(table[d, k])
+                if e and not acc[e] and not _all_complete(table, acc, cls, e, rest):
                     return False
         return True
 
 
 def _continuations(lead: int):
     """The byte ranges of each continuation byte of a UTF-8 character that starts with ``lead``
-    (the second byte's range depends on the lead: no overlong or surrogate forms)."""
-    if lead < 0xC2 or lead > 0xF4:
-        return ()
-    second = {0xE0: (0xA0, 0xBF), 0xED: (0x80, 0x9F), 0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}.get(lead, (0x80, 0xBF))
-    n = 1 if lead < 0xE0 else 2 if lead < 0xF0 else 3
-    return (second,) + ((0x80, 0xBF),) * (n - 1)
+    (the second byte's range depends on the lead: no overlong or surrogate forms).
+
+    >>> _continuations(0x41), _continuations(0xE0), _continuations(0xC0)
+    ((), ((160, 191), (128, 191)), ())
+    """
+    for seq in _ALL_CHARACTERS:
+        if seq[0][0] <= lead <= seq[0][1]:
+            return seq[1:]
+    return ()
+
+
+#: the UTF-8 forms of every character, as byte-range sequences (lead byte first)
+_ALL_CHARACTERS = utf8_sequences(normalize_ranges([(0, MAX_CP)]))
 
 
 def _all_complete(table, acc, cls, s: int, rest) -> bool:
@@ -278,6 +291,11 @@ def _all_complete(table, acc, cls, s: int, rest) -> bool:
     lo, hi = rest[0]
     nxt = {int(table[s, cls[b]]) for b in range(lo, hi + 1)}
     return 0 not in nxt and all(_all_complete(table, acc, cls, t, rest[1:]) for t in nxt)
+
+
+def _is_lazy(pattern: str) -> bool:
+    """Whether ``pattern`` has a lazy quantifier (``*?``, ``+?``, ``??``, ``{m,n}?``)."""
+    return any(op is sre.MIN_REPEAT for op in _ops(sre.parse(pattern)))
 
 
 def _ops(p):
@@ -455,19 +473,16 @@ def _code_points(b: int) -> list:
     return []
 
 
-def _lead_bytes(lo: int, hi: int) -> set:
-    """The first UTF-8 bytes of the code points ``lo..hi``.
+def _lead_mask(ranges) -> np.ndarray:
+    """The first UTF-8 bytes of the code points of ``ranges``, as a mask over bytes.
 
-    >>> sorted(_lead_bytes(0x41, 0x42)), sorted(_lead_bytes(0x7F, 0x800))
-    ([65, 66], [127, 194, 195, 196, 197, 198, 199, 200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217, 218, 219, 220, 221, 222, 223, 224])
+    >>> np.nonzero(_lead_mask([(0x41, 0x42), (0x7F, 0x800)]))[0].tolist() == [65, 66, 127, *range(194, 225)]
+    True
     """
-    out = set()
-    for a, b, enc in ((0, 0x7F, lambda c: c), (0x80, 0x7FF, lambda c: 0xC0 | c >> 6),
-                      (0x800, 0xFFFF, lambda c: 0xE0 | c >> 12), (0x10000, MAX_CP, lambda c: 0xF0 | c >> 18)):
-        x, y = max(lo, a), min(hi, b)
-        if x <= y:
-            out.update(range(enc(x), enc(y) + 1))
-    return out
+    lead = np.zeros(256, dtype=bool)
+    for seq in utf8_sequences(tuple(ranges)):
+        lead[seq[0][0]:seq[0][1] + 1] = True
+    return lead
 
 
 def _merge(ranges) -> list:

@@ -331,13 +331,13 @@ class _Rewrite(RegexWriter):
         nts = [None] * len(nt_id)
         for n, i in nt_id.items():
             nts[i] = cfg.nonterminals[n]
-        shortest = [tid[("t", -1 - t)] for t in cfg.shortest if ("t", -1 - t) in tid]
         if ignore and any(m != CUT for m in ignore_modes(pats, ignore, names, refuse=False).values()):
             # a new lexeme may start with a gap (a nullable piece before it: '(x)?(?:NEWLINE)*z'), so
             # an ignored terminal that no original terminal could continue may now be followed by
             # what continues it: it would no longer end anywhere (the reading the gaps inside the
             # regexes rest on), or could not be followed at all; keep the rules as they are
             return cfg
+        shortest = [tid[("t", -1 - t)] for t in cfg.shortest if ("t", -1 - t) in tid]
         return CFG(nts, names, pats, rules, 0, ignore, shortest)
 
     def _segments(self, rhs) -> list:
